@@ -1,0 +1,5 @@
+import sys
+
+from thunder_aot.cli import main
+
+sys.exit(main())

@@ -1,0 +1,19 @@
+"""Backends: each turns the regions of a program into code; all share the rest of the module."""
+
+from __future__ import annotations
+
+from thunder_aot.backends.base import Backend
+from thunder_aot.errors import ExportError
+
+
+def get_backend(name: str) -> Backend:
+    from thunder_aot.backends.nvfuser import NvFuserBackend
+    from thunder_aot.backends.torch import TorchBackend
+
+    backends: dict[str, type[Backend]] = {b.name: b for b in (NvFuserBackend, TorchBackend)}
+    if name not in backends:
+        raise ExportError(f"unknown backend {name!r}; expected one of: {', '.join(sorted(backends))}")
+    return backends[name]()
+
+
+__all__ = ["Backend", "get_backend"]

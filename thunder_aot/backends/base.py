@@ -1,0 +1,105 @@
+"""What every backend shares: rendering argument values and dims as Python text."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from thunder_aot.model import Arg, Const, DeviceArg, Dim, DType, Ref, Region, Seq, SizeArg, SymDim
+
+
+def render_dim(dim: Dim) -> str:
+    if isinstance(dim, int):
+        return str(dim)
+    return dim.name if dim.coeff == 1 else f"{dim.coeff} * {dim.name}"
+
+
+def render_const(value: object) -> str:
+    if isinstance(value, float):
+        if value != value:
+            return 'float("nan")'
+        if value in (float("inf"), float("-inf")):
+            return f'float("{"-" if value < 0 else ""}inf")'
+    return repr(value)
+
+
+def render_arg(arg: Arg) -> str:
+    """Python text of an argument for code that runs torch (torch backend, unfused calls)."""
+    if isinstance(arg, Ref):
+        return arg.name
+    if isinstance(arg, Const):
+        return render_const(arg.value)
+    if isinstance(arg, DType):
+        return f"torch.{arg.name}"
+    if isinstance(arg, SizeArg):
+        return render_dim(arg.dim)
+    if isinstance(arg, DeviceArg):
+        return "device"
+    if isinstance(arg, Seq):
+        inner = ", ".join(render_arg(i) for i in arg.items)
+        if arg.is_list:
+            return f"[{inner}]"
+        return f"({inner},)" if len(arg.items) == 1 else f"({inner})"
+    raise TypeError(f"cannot render {arg!r}")
+
+
+def arg_dims(arg: Arg) -> set[str]:
+    """Names of the dynamic dims an argument mentions."""
+    if isinstance(arg, SizeArg) and isinstance(arg.dim, SymDim):
+        return {arg.dim.name}
+    if isinstance(arg, Seq):
+        return set().union(*(arg_dims(i) for i in arg.items)) if arg.items else set()
+    return set()
+
+
+def region_dims(region: Region) -> list[str]:
+    """Dynamic dims a region's code mentions (they become extra parameters), sorted."""
+    names: set[str] = set()
+    for op in region.ops:
+        for a in list(op.args) + [v for _, v in op.kwargs]:
+            names |= arg_dims(a)
+    return sorted(names)
+
+
+def uses_device(region: Region) -> bool:
+    def has(arg: Arg) -> bool:
+        return isinstance(arg, DeviceArg) or (isinstance(arg, Seq) and any(has(i) for i in arg.items))
+
+    return any(has(a) for op in region.ops for a in list(op.args) + [v for _, v in op.kwargs])
+
+
+def source_comments(ops) -> list[str]:
+    """Per op, the user's source line it came from, or "" when it is the same as the op before's."""
+    comments, previous = [], None
+    for op in ops:
+        comments.append(op.source.comment() if op.source is not None and op.source != previous else "")
+        previous = op.source
+    return comments
+
+
+@dataclass(frozen=True)
+class Line:
+    """One emitted statement with the comment that ties it to the user's source."""
+
+    code: str
+    comment: str = ""
+
+
+class Backend:
+    """A code generator for fusion regions. Subclasses fill in the tables and the region view."""
+
+    name: str = ""
+    #: prim names (PrimIDs member names, lower case) this backend can put inside a region
+    prims: frozenset[str] = frozenset()
+    #: extra import lines the generated module needs
+    imports: tuple[str, ...] = ()
+    #: the template partial that renders one region
+    region_template: str = ""
+    #: the device verification runs generated modules on
+    verify_device: str = "cpu"
+
+    def unavailable_reason(self) -> str | None:
+        """None when generated modules of this backend can run here, else why not."""
+        return None
+
+    def region_view(self, region: Region) -> object:
+        raise NotImplementedError

@@ -1,0 +1,136 @@
+"""Command line: ``thunder-aot export``, ``thunder-aot check`` (and ``python -m thunder_aot``)."""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import shlex
+import sys
+from pathlib import Path
+
+from thunder_aot.errors import ExportError
+
+REGENERATE_PREFIX = "# Regenerate: "
+
+
+def _progress(message: str) -> None:
+    print(f"thunder-aot: {message}", file=sys.stderr, flush=True)
+
+
+def _add_export_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("source", help="import path of an nn.Module instance, class or zero-argument factory")
+    p.add_argument(
+        "--shapes",
+        action="append",
+        required=True,
+        help='bucket spec, e.g. "1x[1..2048]x2880:bf16"; several buckets separated by ";" or repeated --shapes',
+    )
+    p.add_argument("--backend", default="nvfuser", help="nvfuser (default) or torch")
+    p.add_argument("--out", help="file to write (atomically); prints to stdout without it")
+    p.add_argument(
+        "--fallback",
+        action="store_true",
+        help="the generated nn.Module runs the source module's own forward for shapes outside every bucket",
+    )
+    p.add_argument("--no-verify", action="store_true", help="skip comparing the result with the source module")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="thunder-aot", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    _add_export_args(sub.add_parser("export", help="trace a module per shape bucket and write a standalone module"))
+    check = sub.add_parser("check", help="regenerate every @generated file under PATHS and diff (exit 1 if stale)")
+    check.add_argument("paths", nargs="*", default=["generated"])
+    check.add_argument("--update", action="store_true", help="rewrite stale files instead of failing")
+    return p
+
+
+def _request(args: argparse.Namespace):
+    from thunder_aot.export import ExportRequest
+
+    return ExportRequest(
+        source=args.source, shapes=tuple(args.shapes), backend=args.backend, out=args.out, fallback=args.fallback
+    )
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from thunder_aot.codegen import write_atomic
+    from thunder_aot.export import export
+
+    text = export(_request(args), verify=not args.no_verify, progress=_progress)
+    if args.out is None:
+        sys.stdout.write(text)
+    elif write_atomic(Path(args.out), text):
+        _progress(f"wrote {args.out}")
+    else:
+        _progress(f"{args.out} is already up to date")
+    return 0
+
+
+def regenerate_command(path: Path) -> list[str] | None:
+    for line in path.read_text().splitlines()[:8]:
+        if line.startswith(REGENERATE_PREFIX):
+            return shlex.split(line[len(REGENERATE_PREFIX) :])
+    return None
+
+
+def generated_files(paths: list[str]) -> list[Path]:
+    files: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        if not p.exists():
+            raise ExportError(f"no such file or directory: {raw}")
+        candidates = sorted(p.rglob("*.py")) if p.is_dir() else [p]
+        files += [f for f in candidates if regenerate_command(f) is not None]
+    return files
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from thunder_aot.codegen import write_atomic
+    from thunder_aot.export import export
+
+    files = generated_files(args.paths)
+    if not files:
+        raise ExportError(f"no @generated files under {', '.join(args.paths)}")
+    stale = 0
+    for path in files:
+        argv = regenerate_command(path)
+        assert argv is not None
+        if argv[:2] != ["thunder-aot", "export"]:
+            raise ExportError(f"{path}: unexpected regenerate command {shlex.join(argv)!r}")
+        export_args = parser().parse_args(argv[1:])
+        expected = export(_request(export_args), verify=False, progress=lambda m: None)
+        actual = path.read_text()
+        if expected == actual:
+            print(f"ok     {path}")
+            continue
+        if args.update:
+            write_atomic(path, expected)
+            print(f"update {path}")
+            continue
+        stale += 1
+        print(f"STALE  {path}")
+        sys.stdout.writelines(
+            difflib.unified_diff(
+                actual.splitlines(keepends=True), expected.splitlines(keepends=True), f"{path} (checked in)", f"{path} (regenerated)"
+            )
+        )
+    if stale:
+        print(f"{stale} of {len(files)} generated files are stale; refresh them with: thunder-aot check --update {' '.join(args.paths)}")
+    return 1 if stale else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return {"export": cmd_export, "check": cmd_check}[args.command](args)
+    except ExportError as e:
+        print(f"thunder-aot: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("thunder-aot: interrupted; nothing was written", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

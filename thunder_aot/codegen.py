@@ -1,0 +1,260 @@
+"""Render a :class:`~thunder_aot.model.Program` into a Python module: views, Jinja, black, atomic write.
+
+All decisions are made here and in the backend, producing small view objects; the templates in
+``templates/`` only loop over them and fill slots.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import black
+import jinja2
+
+from thunder_aot import __version__
+from thunder_aot.backends.base import Backend, Line, render_arg
+from thunder_aot.model import BucketProgram, DeviceArg, Program, ProgramInput, Region, Seq, SymDim, TorchCall
+from thunder_aot.shapes import format_bucket
+
+BLACK_MODE = black.Mode(line_length=110, target_versions={black.TargetVersion.PY310})
+
+
+def templates_dir() -> Path:
+    """Templates ship inside the wheel as thunder_aot/templates; in a checkout they are ../templates."""
+    packaged = Path(__file__).parent / "templates"
+    return packaged if packaged.is_dir() else Path(__file__).parent.parent / "templates"
+
+
+def environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+
+
+@dataclass(frozen=True)
+class InputCheck:
+    """The dispatch test for one user input in one bucket, and the dims it binds."""
+
+    condition: str
+
+
+@dataclass(frozen=True)
+class BucketView:
+    index: int
+    spec: str
+    function: str
+    condition: str
+    call_args: tuple[str, ...]
+    params: tuple[str, ...]
+    device_from: str | None
+    steps: tuple[Line, ...]
+    returns: str
+    regions: tuple[object, ...]
+
+
+@dataclass(frozen=True)
+class StateTensor:
+    attr_path: str  # "norm.weight"
+    owner_path: str  # ".norm" (the submodule holding it), "" for the top module
+    leaf: str  # "weight"
+    kind: str  # "parameter" | "buffer"
+    shape: tuple[int, ...]
+    dtype: str
+    persistent: bool
+
+
+@dataclass(frozen=True)
+class ModuleView:
+    header: tuple[str, ...]
+    docstring: str
+    imports: tuple[str, ...]
+    class_name: str
+    inputs: tuple[str, ...]
+    forward_params: tuple[str, ...]
+    state_args: tuple[str, ...]  # self.<path> expressions for forward's parameter/buffer arguments
+    submodules: tuple[str, ...]
+    state: tuple[StateTensor, ...]
+    buckets: tuple[BucketView, ...]
+    bucket_specs: tuple[str, ...]
+    shape_vars: tuple[tuple[str, str], ...]  # (variable, input name)
+    input_dtypes: tuple[tuple[str, str], ...]
+    returns_tuple: bool
+    fallback: bool
+    region_template: str
+    backend_name: str
+    needs_cuda: bool
+
+
+def _conditions(program: BucketProgram, user_inputs: list[ProgramInput]) -> tuple[str, tuple[str, ...]]:
+    """Python test for the bucket (using shape_<i> locals) and the expressions of its dims."""
+    parts: list[str] = []
+    bound: dict[str, str] = {}
+    ranges = {r.name: r for r in program.bucket.dims}
+    for i, (spec, inp) in enumerate(zip(program.bucket.inputs, user_inputs)):
+        shape_var = f"shape_{i}"
+        parts.append(f"{inp.name}.dtype is torch.{spec.dtype}")
+        if all(isinstance(d, int) for d in spec.shape):
+            parts.append(f"{shape_var} == {tuple(spec.shape)!r}".replace(",)", ",)"))
+            continue
+        parts.append(f"len({shape_var}) == {len(spec.shape)}")
+        for axis, dim in enumerate(spec.shape):
+            here = f"{shape_var}[{axis}]"
+            if isinstance(dim, int):
+                parts.append(f"{here} == {dim}")
+            elif dim.name in bound:
+                parts.append(f"{here} == {bound[dim.name]}")
+            else:
+                r = ranges[dim.name]
+                parts.append(f"{r.lo} <= {here} <= {r.hi}")
+                bound[dim.name] = here
+    dims = tuple(bound[r.name] for r in program.bucket.dims)
+    return " and ".join(parts), dims
+
+
+def _call_comment(call: TorchCall) -> str:
+    return call.source.comment() if call.source else ""
+
+
+def _step_lines(program: BucketProgram, region_names: dict[str, str], region_params: dict[str, tuple[str, ...]]) -> tuple[Line, ...]:
+    lines = []
+    for step in program.steps:
+        targets = ", ".join(o.name for o in step.outputs)
+        if isinstance(step, Region):
+            targets += "," if len(step.outputs) == 1 else ""
+            args = ", ".join(region_params[step.name])
+            ops = ", ".join(op.prim for op in step.ops)
+            lines.append(Line(f"{targets} = {region_names[step.name]}({args})", f"{step.name}: {ops}"))
+        else:
+            args = [render_arg(a) for a in step.args] + [f"{k}={render_arg(v)}" for k, v in step.kwargs]
+            lines.append(Line(f"{targets} = {step.target}({', '.join(args)})", _call_comment(step)))
+    return tuple(lines)
+
+
+def _torch_calls_use_device(program: BucketProgram) -> bool:
+    def has(arg) -> bool:
+        return isinstance(arg, DeviceArg) or (isinstance(arg, Seq) and any(has(i) for i in arg.items))
+
+    return any(
+        has(a) for s in program.steps if isinstance(s, TorchCall) for a in list(s.args) + [v for _, v in s.kwargs]
+    )
+
+
+def module_view(program: Program, backend: Backend, command: str, versions: dict[str, str]) -> ModuleView:
+    user_inputs = [p for p in program.inputs if p.kind == "input"]
+    state_inputs = [p for p in program.inputs if p.kind != "input"]
+    buckets = []
+    for bp in program.buckets:
+        condition, dims = _conditions(bp, user_inputs)
+        dim_names = tuple(r.name for r in bp.bucket.dims)
+        region_views = []
+        region_names: dict[str, str] = {}
+        region_params: dict[str, tuple[str, ...]] = {}
+        for region in bp.regions():
+            fn_name = f"bucket{bp.index}_{region.name.removeprefix('aot').lower()}"
+            renamed = Region(fn_name, region.inputs, region.outputs, region.ops)
+            view = backend.region_view(renamed)
+            region_views.append(view)
+            region_names[region.name] = fn_name
+            region_params[region.name] = view.call_args
+        device_from = program.inputs[0].name if _torch_calls_use_device(bp) else None
+        buckets.append(
+            BucketView(
+                index=bp.index,
+                spec=format_bucket(bp.bucket),
+                function=f"_bucket{bp.index}",
+                condition=condition,
+                call_args=tuple(p.name for p in program.inputs) + dims,
+                params=tuple(p.name for p in program.inputs) + dim_names,
+                device_from=device_from,
+                steps=_step_lines(bp, region_names, region_params),
+                returns=", ".join(bp.outputs) + ("," if program.returns_tuple and len(bp.outputs) == 1 else ""),
+                regions=tuple(region_views),
+            )
+        )
+    first = program.buckets[0]
+    spec_of = {v.name: v.spec for v in first.inputs}
+    state = []
+    for p in state_inputs:
+        owner, _, leaf = p.source_name.rpartition(".")
+        spec = spec_of[p.name]
+        state.append(
+            StateTensor(
+                attr_path=p.source_name,
+                owner_path=f".{owner}" if owner else "",
+                leaf=leaf,
+                kind=p.kind,
+                shape=tuple(int(d) for d in spec.shape if not isinstance(d, SymDim)),
+                dtype=spec.dtype,
+                persistent=p.persistent,
+            )
+        )
+    submodules = sorted(
+        {".".join(p.source_name.split(".")[:k]) for p in state_inputs for k in range(1, p.source_name.count(".") + 1)},
+        key=lambda s: (s.count("."), s),
+    )
+    bucket_specs = tuple(format_bucket(bp.bucket) for bp in program.buckets)
+    header = (
+        f"@generated by thunder-aot {__version__} from templates/module.py.jinja -- do not edit by hand.",
+        f"Regenerate: {command}",
+        f"Source: {program.source} ({program.class_name})",
+        f"Backend: {backend.name}",
+        "Buckets (dispatch order, most specific first):",
+        *(f"  {bp.index}: {spec}" for bp, spec in zip(program.buckets, bucket_specs)),
+        "Versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()),
+    )
+    return ModuleView(
+        header=header,
+        docstring=(
+            f"{program.class_name} from {program.source}, exported by thunder-aot ({backend.name} backend).\n\n"
+            "Import-time cost: none beyond torch"
+            + (" and the backend library" if backend.imports else "")
+            + "; Thunder is not imported."
+        ),
+        imports=backend.imports,
+        class_name=program.class_name,
+        inputs=tuple(p.name for p in user_inputs),
+        forward_params=tuple(p.name for p in program.inputs),
+        state_args=tuple(f"self.{p.source_name}" for p in state_inputs),
+        submodules=tuple(submodules),
+        state=tuple(state),
+        buckets=tuple(buckets),
+        bucket_specs=bucket_specs,
+        shape_vars=tuple((f"shape_{i}", p.name) for i, p in enumerate(user_inputs)),
+        input_dtypes=tuple((p.name, spec.dtype) for p, spec in zip(user_inputs, first.bucket.inputs)),
+        returns_tuple=program.returns_tuple,
+        fallback=program.fallback,
+        region_template=backend.region_template,
+        backend_name=backend.name,
+        needs_cuda=backend.name != "torch",
+    )
+
+
+def render(program: Program, backend: Backend, command: str, versions: dict[str, str]) -> str:
+    view = module_view(program, backend, command, versions)
+    text = environment().get_template("module.py.jinja").render(m=view)
+    return black.format_str(text, mode=BLACK_MODE)
+
+
+def write_atomic(path: Path, text: str) -> bool:
+    """Write ``text`` to ``path`` through a temporary file and a rename; False if unchanged."""
+    path = Path(path)
+    if path.exists() and path.read_text() == text:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return True

@@ -1,0 +1,190 @@
+"""The export pipeline: resolve, trace per bucket, lower, generalise, render, verify, write."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import shlex
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+import torch
+
+from thunder_aot.backends import Backend, get_backend
+from thunder_aot.errors import ExportError
+from thunder_aot.model import Bucket, BucketProgram, Program, ProgramInput
+from thunder_aot.resolve import resolve_module
+from thunder_aot.shapes import dispatch_order, format_bucket, parse_shapes
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class ExportRequest:
+    source: str
+    shapes: tuple[str, ...]
+    backend: str = "nvfuser"
+    out: str | None = None
+    fallback: bool = False
+
+    def command(self) -> str:
+        """The exact command line that regenerates the output (written into its header)."""
+        buckets = "; ".join(format_bucket(b) for b in parse_shapes(list(self.shapes)))
+        parts = ["thunder-aot", "export", self.source, "--shapes", buckets, "--backend", self.backend]
+        if self.fallback:
+            parts.append("--fallback")
+        if self.out is not None:
+            parts += ["--out", Path(self.out).as_posix()]
+        return shlex.join(parts)
+
+
+def _package_version(name: str) -> str:
+    try:
+        return version(name).split("+")[0]
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def versions() -> dict[str, str]:
+    from thunder_aot import __version__
+
+    return {
+        "thunder-aot": __version__,
+        "lightning-thunder": _package_version("lightning-thunder"),
+        "torch": torch.__version__.split("+")[0],
+    }
+
+
+def forward_input_names(module: torch.nn.Module, count: int) -> list[str]:
+    params = list(inspect.signature(module.forward).parameters.values())
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in positional if p.default is p.empty]
+    if any(p.kind == p.VAR_POSITIONAL for p in params):
+        return [f"arg{i}" for i in range(count)]
+    if not (len(required) <= count <= len(positional)):
+        names = ", ".join(p.name for p in positional)
+        raise ExportError(
+            f"{type(module).__name__}.forward({names}) takes {len(required)}"
+            + (f" to {len(positional)}" if len(positional) != len(required) else "")
+            + f" tensor inputs; the bucket gives {count}"
+        )
+    return [p.name for p in positional[:count]]
+
+
+def trace_envs(bucket: Bucket) -> list[dict[str, int]]:
+    """Sizes to trace a bucket at: two generic points to generalise from, then both edges to check.
+
+    Each dynamic dim gets a different offset so that no two dims take the same size in a trace.
+    """
+    if bucket.is_exact:
+        return [{}]
+
+    def clamp(r, v: int) -> int:
+        return max(r.lo, min(r.hi, v))
+
+    a = {r.name: clamp(r, r.hi - k) for k, r in enumerate(bucket.dims)}
+    b = {r.name: clamp(r, (r.lo + r.hi) // 2 - k) for k, r in enumerate(bucket.dims)}
+    if a == b:
+        b = {r.name: r.lo for r in bucket.dims}
+    envs = [a, b, {r.name: r.lo for r in bucket.dims}, {r.name: r.hi for r in bucket.dims}]
+    return [e for i, e in enumerate(envs) if e not in envs[:i]]
+
+
+def _sample_args(bucket: Bucket, env: dict[str, int]) -> list[torch.Tensor]:
+    from thunder_aot.verify import random_tensor
+
+    gen = torch.Generator().manual_seed(1234)
+    return [random_tensor(spec, env, "cpu", gen) for spec in bucket.inputs]
+
+
+def trace_bucket(
+    module: torch.nn.Module, bucket: Bucket, index: int, input_names: list[str], backend: Backend, progress: Progress
+) -> tuple[BucketProgram, list[ProgramInput], bool]:
+    from thunder_aot.trace import prims, trace_module  # first: it imports thunder with its warnings silenced
+    from thunder_aot.lower import Lowerer, first_difference, generalize, instantiate
+
+    claimable = [p for p in prims.PrimIDs if p.name.lower() in backend.prims]
+    envs = trace_envs(bucket)
+    concrete: list[BucketProgram] = []
+    program_inputs: list[ProgramInput] = []
+    returns_tuple = False
+    for env in envs:
+        progress(f"tracing bucket {index} ({format_bucket(bucket)}) at {env or 'its shape'}")
+        traced = trace_module(module, _sample_args(bucket, env), input_names, claimable)
+        program, program_inputs = Lowerer(traced, input_names).lower(index, bucket)
+        returns_tuple = isinstance(traced.outputs, (tuple, list))
+        concrete.append(program)
+    if bucket.is_exact:
+        return concrete[0], program_inputs, returns_tuple
+    general = generalize(concrete[:2], envs[:2])
+    for env, program in zip(envs[2:], concrete[2:]):
+        diff = first_difference(instantiate(general, env), program)
+        if diff is not None:
+            raise ExportError(
+                f"bucket {format_bucket(bucket)}: the trace at {env} differs from the traces at {envs[0]} and "
+                f"{envs[1]} ({diff}); split the bucket so that {env} gets a bucket of its own"
+            )
+    return general, program_inputs, returns_tuple
+
+
+def build_program(request: ExportRequest, progress: Progress) -> tuple[Program, torch.nn.Module, Backend]:
+    backend = get_backend(request.backend)
+    buckets = parse_shapes(list(request.shapes))
+    module = resolve_module(request.source)
+    module.eval()
+    input_names = forward_input_names(module, len(buckets[0].inputs))
+    for b in buckets:
+        if len(b.inputs) != len(input_names):
+            raise ExportError(f"bucket {format_bucket(b)} gives {len(b.inputs)} inputs; the others give {len(input_names)}")
+    programs = []
+    program_inputs: list[ProgramInput] | None = None
+    returns_tuple = False
+    for index, original in enumerate(dispatch_order(buckets)):
+        program, inputs, returns_tuple = trace_bucket(module, buckets[original], index, input_names, backend, progress)
+        if program_inputs is not None and [p.source_name for p in inputs] != [p.source_name for p in program_inputs]:
+            raise ExportError(f"bucket {format_bucket(buckets[original])} uses other parameters than bucket 0")
+        program_inputs = inputs
+        programs.append(program)
+    assert program_inputs is not None
+    program_inputs = [_with_persistence(p, module) for p in program_inputs]
+    program = Program(
+        source=request.source,
+        class_name=type(module).__name__,
+        inputs=tuple(program_inputs),
+        buckets=tuple(programs),
+        returns_tuple=returns_tuple,
+        output_count=len(programs[0].outputs),
+        fallback=request.fallback,
+    )
+    return program, module, backend
+
+
+def _with_persistence(p: ProgramInput, module: torch.nn.Module) -> ProgramInput:
+    if p.kind != "buffer":
+        return p
+    owner_name, _, leaf = p.source_name.rpartition(".")
+    owner = module.get_submodule(owner_name) if owner_name else module
+    return dataclasses.replace(p, persistent=leaf not in owner._non_persistent_buffers_set)
+
+
+def export(request: ExportRequest, *, verify: bool = True, progress: Progress | None = None) -> str:
+    """Generate the module's text (``request.out`` only goes into its header; callers write)."""
+    from thunder_aot.codegen import render
+    from thunder_aot.verify import verify as run_verify
+
+    progress = progress or (lambda msg: None)
+    program, module, backend = build_program(request, progress)
+    progress(f"rendering {len(program.buckets)} bucket(s) with the {backend.name} backend")
+    text = render(program, backend, request.command(), versions())
+    if verify:
+        reason = backend.unavailable_reason()
+        if reason is None:
+            buckets = [bp.bucket for bp in program.buckets]
+            checked = run_verify(text, module, buckets, program.class_name, device=backend.verify_device)
+            progress(f"verified: {checked} calls match the source module")
+        else:
+            progress(f"not verified here: {reason}")
+    return text

@@ -1,0 +1,313 @@
+"""Lower Thunder execution traces into the typed model, and generalise a bucket's traces.
+
+A dynamic bucket is traced at several sizes; :func:`generalize` walks the concrete programs in
+lock step and turns every integer that moved with a dynamic dimension into a :class:`SymDim`.
+Anything else that differs between the traces means one trace cannot serve the whole bucket,
+and export refuses with the first difference it found.
+"""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import keyword
+import linecache
+import sys
+from pathlib import Path
+
+import torch
+
+from thunder_aot.errors import ExportError
+from thunder_aot.model import (
+    Arg,
+    Bucket,
+    BucketProgram,
+    Const,
+    DeviceArg,
+    DType,
+    PrimOp,
+    ProgramInput,
+    Ref,
+    Region,
+    Seq,
+    SizeArg,
+    SourceRef,
+    SymDim,
+    TensorSpec,
+    TorchCall,
+    Value,
+)
+from thunder_aot.trace import FUSION_PREFIX, TracedBucket
+
+from thunder.core import devices, dtypes, prims  # noqa: E402  (trace.py imported thunder quietly)
+from thunder.core.proxies import NumberProxy, TensorProxy
+
+# Names the generated code uses at module level; a traced value with one of these names is renamed.
+RESERVED_NAMES = frozenset(
+    {"torch", "nvfuser", "triton", "tl", "fd", "FusionDefinition", "DataType", "forward", "math", "device"}
+    | set(dir(builtins))
+    | set(keyword.kwlist)
+)
+
+_SKIPPED_PRIMS = {prims.PrimIDs.UNPACK_TRIVIAL, prims.PrimIDs.DEL, prims.PrimIDs.COMMENT, prims.PrimIDs.UNPACK_SEQUENCE}
+
+
+def _relative_source(filename: str) -> str:
+    """A file name that does not depend on where things are installed (for stable output)."""
+    path = Path(filename).resolve()
+    best = None
+    for entry in sys.path:
+        if not entry:
+            continue
+        try:
+            rel = path.relative_to(Path(entry).resolve())
+        except (ValueError, OSError):
+            continue
+        if best is None or len(rel.parts) < len(best.parts):
+            best = rel
+    return (best or Path(path.name)).as_posix()
+
+
+def source_ref(bsym) -> SourceRef | None:
+    if not bsym.source_filename or not bsym.source_positions:
+        return None
+    line = bsym.source_positions.lineno
+    text = linecache.getline(bsym.source_filename, line).strip()
+    return SourceRef(_relative_source(bsym.source_filename), line, text)
+
+
+class Lowerer:
+    def __init__(self, traced: TracedBucket, input_names: list[str]) -> None:
+        self.traced = traced
+        self.input_names = input_names
+        self.renames: dict[str, str] = {}
+
+    def name(self, proxy_name: str) -> str:
+        if proxy_name in self.renames:
+            return self.renames[proxy_name]
+        new = proxy_name
+        while new in RESERVED_NAMES:
+            new = new + "_"
+        self.renames[proxy_name] = new
+        return new
+
+    def value(self, p: TensorProxy) -> Value:
+        return Value(self.name(p.name), TensorSpec(tuple(int(s) for s in p.shape), dtypes.to_torch_dtype(p.dtype).__repr__().removeprefix("torch.")))
+
+    def arg(self, x: object, where: str) -> Arg:
+        if isinstance(x, TensorProxy):
+            return Ref(self.name(x.name))
+        if isinstance(x, NumberProxy):
+            return Const(x.value)
+        if x is None or isinstance(x, (bool, int, float, str)):
+            return Const(x)
+        if isinstance(x, dtypes.dtype):
+            return DType(repr(dtypes.to_torch_dtype(x)).removeprefix("torch."))
+        if isinstance(x, torch.dtype):
+            return DType(repr(x).removeprefix("torch."))
+        if isinstance(x, (devices.Device, torch.device)):
+            return DeviceArg()
+        if isinstance(x, (list, tuple)):
+            return Seq(tuple(self.arg(i, where) for i in x), is_list=isinstance(x, list))
+        raise ExportError(f"{where}: cannot export an argument of type {type(x).__name__} ({x!r})")
+
+    def outputs(self, bsym, where: str) -> tuple[Value, ...]:
+        outs = []
+        for o in bsym.flat_outs:
+            if not isinstance(o, TensorProxy):
+                raise ExportError(f"{where} produces a {type(o).__name__}; only tensor results can be exported")
+            outs.append(self.value(o))
+        return tuple(outs)
+
+    def region(self, bsym) -> Region:
+        fused = self.traced.regions[bsym.sym.name]
+        ops = []
+        for prim_bsym, top in fused.prims:
+            where = f"prims.{prim_bsym.sym.name}"
+            ops.append(
+                PrimOp(
+                    prim=prim_bsym.sym.id.name.lower(),
+                    outputs=self.outputs(prim_bsym, where),
+                    args=tuple(self.arg(a, where) for a in prim_bsym.args),
+                    kwargs=tuple(sorted((k, self.arg(v, where)) for k, v in prim_bsym.kwargs.items())),
+                    source=source_ref(top),
+                )
+            )
+        return Region(
+            name=bsym.sym.name,
+            inputs=tuple(self.value(p) for p in fused.inputs),
+            outputs=tuple(self.value(p) for p in fused.outputs),
+            ops=tuple(ops),
+        )
+
+    def torch_call(self, bsym) -> TorchCall:
+        module = getattr(bsym.sym, "module", None)
+        module_name = getattr(module, "__name__", "")
+        target = f"{module_name}.{bsym.sym.name}"
+        if not (module_name == "torch" or module_name.startswith("torch.")):
+            raise ExportError(
+                f"cannot export op {bsym.sym.name!r} (executor {bsym.sym.executor}, module {module_name or '?'}): "
+                "it is neither fused nor a torch function"
+            )
+        where = target
+        return TorchCall(
+            target=target,
+            outputs=self.outputs(bsym, where),
+            args=tuple(self.arg(a, where) for a in bsym.args),
+            kwargs=tuple(sorted((k, self.arg(v, where)) for k, v in bsym.kwargs.items())),
+            source=source_ref(bsym),
+        )
+
+    def lower(self, index: int, bucket: Bucket) -> tuple[BucketProgram, list[ProgramInput]]:
+        trace = self.traced.execution_trace
+        inputs = [self.value(a) for a in trace.args]
+        program_inputs = []
+        for a in trace.args:
+            kind, source_name = self.traced.arg_kinds.get(a.name, (None, None))
+            if kind is None:
+                raise ExportError(f"traced argument {a.name!r} is neither an input nor a parameter/buffer of the module")
+            program_inputs.append(ProgramInput(self.name(a.name), kind, source_name))
+        steps = []
+        outputs: tuple[str, ...] = ()
+        for bsym in trace.bound_symbols:
+            sym_id = bsym.sym.id
+            if sym_id in _SKIPPED_PRIMS:
+                continue
+            if sym_id == prims.PrimIDs.RETURN:
+                result = bsym.args[0]
+                if isinstance(result, dict):
+                    result = result["output"]
+                flat = result if isinstance(result, (tuple, list)) else (result,)
+                if isinstance(flat, (tuple, list)) and len(flat) == 1 and isinstance(flat[0], (tuple, list)):
+                    flat = flat[0]
+                for o in flat:
+                    if not isinstance(o, TensorProxy):
+                        raise ExportError(f"the module returns a {type(o).__name__}; expected a tensor or a tuple of tensors")
+                outputs = tuple(self.name(o.name) for o in flat)
+                continue
+            if bsym.sym.name.startswith(FUSION_PREFIX) and bsym.sym.name in self.traced.regions:
+                steps.append(self.region(bsym))
+            else:
+                steps.append(self.torch_call(bsym))
+        by_name = {v.name: v for v in inputs}
+        ordered = [p for p in program_inputs if p.kind == "input"] + sorted(
+            (p for p in program_inputs if p.kind != "input"), key=lambda p: p.source_name
+        )
+        program = BucketProgram(
+            index=index,
+            bucket=bucket,
+            inputs=tuple(by_name[p.name] for p in ordered),
+            steps=tuple(steps),
+            outputs=outputs,
+        )
+        return program, ordered
+
+
+# --- generalising over the sizes of a dynamic bucket ---------------------------------------
+
+
+class _Mismatch(Exception):
+    pass
+
+
+def _unify_int(values: list[int], envs: list[dict[str, int]], path: str) -> int | SymDim:
+    if all(v == values[0] for v in values):
+        return values[0]
+    matches = []
+    for name in envs[0]:
+        sizes = [env[name] for env in envs]
+        if sizes[0] and values[0] % sizes[0] == 0:
+            coeff = values[0] // sizes[0]
+            if coeff >= 1 and all(v == coeff * s for v, s in zip(values, sizes)):
+                matches.append(SymDim(name, coeff))
+    if len(matches) != 1:
+        raise _Mismatch(f"{path}: the value {values} does not follow one dynamic dimension")
+    return matches[0]
+
+
+def _unify(items: list[object], envs: list[dict[str, int]], path: str) -> object:
+    first = items[0]
+    if any(type(i) is not type(first) for i in items):
+        raise _Mismatch(f"{path}: {[type(i).__name__ for i in items]}")
+    if isinstance(first, Const):
+        if isinstance(first.value, int) and not isinstance(first.value, bool):
+            unified = _unify_int([i.value for i in items], envs, path)
+            return Const(unified) if isinstance(unified, int) else SizeArg(unified)
+        if any(i != first for i in items):
+            raise _Mismatch(f"{path}: the constant {[i.value for i in items]} changes with the size")
+        return first
+    if isinstance(first, TensorSpec):
+        if any(len(i.shape) != len(first.shape) or i.dtype != first.dtype for i in items):
+            raise _Mismatch(f"{path}: tensor rank or dtype changes with the size")
+        shape = tuple(
+            _unify_int([i.shape[k] for i in items], envs, f"{path} dim {k}") for k in range(len(first.shape))
+        )
+        return TensorSpec(shape, first.dtype)
+    if isinstance(first, (PrimOp, TorchCall)) and any(
+        getattr(i, "prim", None) != getattr(first, "prim", None) or getattr(i, "target", None) != getattr(first, "target", None)
+        for i in items
+    ):
+        raise _Mismatch(f"{path}: a different op is traced at another size")
+    if isinstance(first, Bucket):
+        return first
+    if dataclasses.is_dataclass(first):
+        label = getattr(first, "prim", None) or getattr(first, "target", None) or getattr(first, "name", None)
+        sub = f"{path}/{type(first).__name__}" + (f"[{label}]" if label else "")
+        return dataclasses.replace(
+            first,
+            **{
+                f.name: _unify([getattr(i, f.name) for i in items], envs, f"{sub}.{f.name}")
+                for f in dataclasses.fields(first)
+                if f.name not in ("bucket",)
+            },
+        )
+    if isinstance(first, tuple):
+        if any(len(i) != len(first) for i in items):
+            raise _Mismatch(f"{path}: {len(first)} items at one size, {[len(i) for i in items]} at others")
+        return tuple(_unify([i[k] for i in items], envs, f"{path}[{k}]") for k in range(len(first)))
+    if any(i != first for i in items):
+        raise _Mismatch(f"{path}: {items[0]!r} becomes {[i for i in items if i != first][0]!r} at another size")
+    return first
+
+
+def generalize(programs: list[BucketProgram], envs: list[dict[str, int]]) -> BucketProgram:
+    """One program whose sizes are expressed in the dynamic dims, or ExportError naming the difference."""
+    try:
+        return _unify(programs, envs, "program")  # type: ignore[return-value]
+    except _Mismatch as e:
+        raise ExportError(f"one trace cannot serve the bucket: {e}") from None
+
+
+def instantiate(obj: object, env: dict[str, int]) -> object:
+    """The concrete program a generalised one stands for at sizes ``env`` (inverse of generalize)."""
+    if isinstance(obj, SizeArg):
+        return Const(obj.dim.at(env) if isinstance(obj.dim, SymDim) else obj.dim)
+    if isinstance(obj, SymDim):
+        return obj.at(env)
+    if isinstance(obj, Bucket):
+        return obj
+    if dataclasses.is_dataclass(obj):
+        return dataclasses.replace(obj, **{f.name: instantiate(getattr(obj, f.name), env) for f in dataclasses.fields(obj)})
+    if isinstance(obj, tuple):
+        return tuple(instantiate(i, env) for i in obj)
+    return obj
+
+
+def first_difference(a: object, b: object, path: str = "program") -> str | None:
+    if type(a) is not type(b):
+        return f"{path}: {type(a).__name__} vs {type(b).__name__}"
+    if dataclasses.is_dataclass(a):
+        for f in dataclasses.fields(a):
+            d = first_difference(getattr(a, f.name), getattr(b, f.name), f"{path}.{f.name}")
+            if d:
+                return d
+        return None
+    if isinstance(a, tuple):
+        if len(a) != len(b):
+            return f"{path}: {len(a)} items vs {len(b)}"
+        for k, (x, y) in enumerate(zip(a, b)):
+            d = first_difference(x, y, f"{path}[{k}]")
+            if d:
+                return d
+        return None
+    return None if a == b else f"{path}: {a!r} vs {b!r}"

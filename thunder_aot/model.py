@@ -1,0 +1,198 @@
+"""The typed model of an exported program: everything the templates print is decided here.
+
+A traced bucket becomes a :class:`BucketProgram`: a straight-line list of steps, each either a
+fusion :class:`Region` (a list of Thunder prims a backend lowers into one kernel) or a
+:class:`TorchCall` (an op no fusion claimed, such as a matmul, kept as a plain torch call).
+Sizes are :data:`Dim` values: an ``int`` or a :class:`SymDim` standing for a bucket's dynamic
+dimension (times a constant), so that one program serves every shape in its bucket.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+
+@dataclass(frozen=True, order=True)
+class SymDim:
+    """``coeff * name``: a size that depends on one dynamic dimension of the bucket."""
+
+    name: str
+    coeff: int = 1
+
+    def at(self, env: dict[str, int]) -> int:
+        return self.coeff * env[self.name]
+
+
+Dim = Union[int, SymDim]
+
+
+def dim_value(dim: Dim, env: dict[str, int]) -> int:
+    return dim if isinstance(dim, int) else dim.at(env)
+
+
+@dataclass(frozen=True)
+class DimRange:
+    """A dynamic dimension of a bucket: every integer size in [lo, hi]."""
+
+    name: str
+    lo: int
+    hi: int
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    shape: tuple[Dim, ...]
+    dtype: str  # torch dtype attribute name, e.g. "bfloat16"
+
+
+# --- argument values of an op --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A tensor produced earlier in the program (or one of its inputs)."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Const:
+    """A Python literal: int, float, bool, str or None."""
+
+    value: object
+
+
+@dataclass(frozen=True)
+class DType:
+    name: str  # torch dtype attribute name
+
+
+@dataclass(frozen=True)
+class SizeArg:
+    """A size that may be dynamic (an element of a shape argument)."""
+
+    dim: Dim
+
+
+@dataclass(frozen=True)
+class Seq:
+    items: tuple["Arg", ...]
+    is_list: bool = False
+
+
+@dataclass(frozen=True)
+class DeviceArg:
+    """The device the program runs on (taken from its first tensor input at run time)."""
+
+
+Arg = Union[Ref, Const, DType, SizeArg, Seq, DeviceArg]
+
+
+@dataclass(frozen=True)
+class SourceRef:
+    """The user's source line an op came from (file name relative to its package, line, text)."""
+
+    file: str
+    line: int
+    text: str
+
+    def comment(self) -> str:
+        return f"{self.file}:{self.line}: {self.text}"
+
+
+@dataclass(frozen=True)
+class Value:
+    name: str
+    spec: TensorSpec
+
+
+@dataclass(frozen=True)
+class PrimOp:
+    """One Thunder prim inside a fusion region: ``outputs = prim(*args, **kwargs)``."""
+
+    prim: str  # thunder.core.prims.PrimIDs member name, lower case (e.g. "broadcast_in_dim")
+    outputs: tuple[Value, ...]
+    args: tuple[Arg, ...]
+    kwargs: tuple[tuple[str, Arg], ...] = ()
+    source: SourceRef | None = None
+
+
+@dataclass(frozen=True)
+class Region:
+    """A fusion region: inputs and outputs in Thunder's order, ops in program order."""
+
+    name: str
+    inputs: tuple[Value, ...]
+    outputs: tuple[Value, ...]
+    ops: tuple[PrimOp, ...]
+
+
+@dataclass(frozen=True)
+class TorchCall:
+    """An op no fusion claimed, called as ``target(*args, **kwargs)`` (e.g. torch.nn.functional.linear)."""
+
+    target: str
+    outputs: tuple[Value, ...]
+    args: tuple[Arg, ...]
+    kwargs: tuple[tuple[str, Arg], ...] = ()
+    source: SourceRef | None = None
+
+
+Step = Union[Region, TorchCall]
+
+
+@dataclass(frozen=True)
+class ProgramInput:
+    """A tensor argument of the traced computation: a user input or a module parameter/buffer."""
+
+    name: str  # Python identifier used in the generated code
+    kind: str  # "input" | "parameter" | "buffer"
+    source_name: str  # the argument name, or the state_dict key ("norm.weight")
+    persistent: bool = True  # buffers only
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """The shapes one trace serves: per user input, its shape (ints and dynamic dims) and dtype."""
+
+    inputs: tuple[TensorSpec, ...]
+    dims: tuple[DimRange, ...] = ()
+
+    @property
+    def is_exact(self) -> bool:
+        return not self.dims
+
+    def size_count(self) -> int:
+        count = 1
+        for d in self.dims:
+            count *= d.hi - d.lo + 1
+        return count
+
+
+@dataclass(frozen=True)
+class BucketProgram:
+    """One bucket's program: its steps, the names it returns, and the specs of every input."""
+
+    index: int
+    bucket: Bucket
+    inputs: tuple[Value, ...]  # user inputs then parameters/buffers, matching Program.inputs
+    steps: tuple[Step, ...]
+    outputs: tuple[str, ...]
+
+    def regions(self) -> tuple[Region, ...]:
+        return tuple(s for s in self.steps if isinstance(s, Region))
+
+
+@dataclass(frozen=True)
+class Program:
+    """Everything needed to render one generated module."""
+
+    source: str  # the import path given to export
+    class_name: str  # the source module's class name
+    inputs: tuple[ProgramInput, ...]
+    buckets: tuple[BucketProgram, ...]  # in dispatch order: most specific first
+    returns_tuple: bool
+    output_count: int
+    fallback: bool = False  # a shape outside every bucket runs the source module's eager code path
+    notes: tuple[str, ...] = field(default=())

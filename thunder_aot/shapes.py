@@ -1,0 +1,252 @@
+"""The ``--shapes`` grammar: which input shapes and dtypes each bucket covers.
+
+::
+
+    spec    := bucket (";" bucket)*           several buckets
+    bucket  := input ("," input)*             one entry per tensor argument of forward()
+    input   := dim ("x" dim)* [":" dtype]     dtype defaults to fp32
+    dim     := INT                            an exact size
+             | "[" [NAME "="] INT ".." INT "]"  a dynamic size, every integer in the range
+             | "[" NAME "]"                   the same size as the dynamic dim NAME
+                                              defined earlier in the bucket
+
+Examples: ``1x15x2880:bf16``, ``1x[1..2048]x2880:bf16``,
+``1x[S=1..2048]x2880:bf16, 1x[S]x2880:bf16`` (two inputs sharing one dynamic size),
+``1x15x2880:bf16; 1x[1..2048]x2880:bf16`` (two buckets). ``--shapes`` may also be repeated.
+
+Buckets must not partly overlap: two buckets are disjoint, or one lies strictly inside the
+other. Dispatch tries the most specific bucket first, so an exact shape inside a dynamic range is
+a specialisation of it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from thunder_aot.errors import ExportError
+from thunder_aot.model import Bucket, Dim, DimRange, SymDim, TensorSpec
+
+DTYPE_ALIASES: dict[str, str] = {
+    "bf16": "bfloat16",
+    "bfloat16": "bfloat16",
+    "fp16": "float16",
+    "f16": "float16",
+    "half": "float16",
+    "float16": "float16",
+    "fp32": "float32",
+    "f32": "float32",
+    "float": "float32",
+    "float32": "float32",
+    "fp64": "float64",
+    "f64": "float64",
+    "double": "float64",
+    "float64": "float64",
+    "i64": "int64",
+    "int64": "int64",
+    "long": "int64",
+    "i32": "int32",
+    "int32": "int32",
+    "int": "int32",
+    "i16": "int16",
+    "int16": "int16",
+    "i8": "int8",
+    "int8": "int8",
+    "u8": "uint8",
+    "uint8": "uint8",
+    "bool": "bool",
+}
+
+_INT = r"\d+"
+_NAME = r"[A-Za-z_][A-Za-z_0-9]*"
+_RANGE = re.compile(rf"^\[\s*(?:({_NAME})\s*=\s*)?({_INT})\s*\.\.\s*({_INT})\s*\]$")
+_REF = re.compile(rf"^\[\s*({_NAME})\s*\]$")
+_EXACT = re.compile(rf"^{_INT}$")
+_DIM_TOKEN = re.compile(r"\[[^\]]*\]|[^x\[\]]+")
+
+
+def parse_dtype(text: str) -> str:
+    key = text.strip().removeprefix("torch.").lower()
+    if key not in DTYPE_ALIASES:
+        known = ", ".join(sorted(DTYPE_ALIASES))
+        raise ExportError(f"unknown dtype {text.strip()!r}; expected one of: {known}")
+    return DTYPE_ALIASES[key]
+
+
+def _split_dims(text: str, where: str) -> list[str]:
+    tokens: list[str] = []
+    pos = 0
+    expect_dim = True
+    for m in re.finditer(r"\[[^\]]*\]|x|[^x\[]+", text):
+        if m.start() != pos:
+            raise ExportError(f"{where}: cannot read {text[pos:]!r}")
+        tok = m.group(0).strip()
+        pos = m.end()
+        if tok == "x":
+            if expect_dim:
+                raise ExportError(f"{where}: expected a size before 'x' in {text!r}")
+            expect_dim = True
+            continue
+        if not expect_dim:
+            raise ExportError(f"{where}: expected 'x' between sizes in {text!r}")
+        tokens.append(tok)
+        expect_dim = False
+    if pos != len(text) or expect_dim:
+        raise ExportError(f"{where}: expected a size after 'x' in {text!r}" if tokens else f"{where}: empty shape")
+    return tokens
+
+
+def _parse_bucket(text: str, where: str) -> Bucket:
+    ranges: dict[str, DimRange] = {}
+    order: list[str] = []
+    specs: list[TensorSpec] = []
+    anon = 0
+    entries = [e.strip() for e in text.split(",")]
+    for i, entry in enumerate(entries):
+        here = f"{where}, input {i}"
+        if not entry:
+            raise ExportError(f"{here}: empty input spec in {text!r}")
+        shape_text, sep, dtype_text = entry.partition(":")
+        dtype = parse_dtype(dtype_text) if sep else "float32"
+        dims: list[Dim] = []
+        for tok in _split_dims(shape_text.replace(" ", ""), here):
+            if _EXACT.match(tok):
+                size = int(tok)
+                if size < 0:
+                    raise ExportError(f"{here}: negative size {tok}")
+                dims.append(size)
+            elif m := _RANGE.match(tok):
+                name, lo, hi = m.group(1), int(m.group(2)), int(m.group(3))
+                if name is None:
+                    while f"s{anon}" in ranges or f"s{anon}" in text:
+                        anon += 1
+                    name = f"s{anon}"
+                    anon += 1
+                if name in ranges:
+                    raise ExportError(f"{here}: dynamic dim {name!r} defined twice; refer to it as [{name}]")
+                if lo > hi:
+                    raise ExportError(f"{here}: empty range [{lo}..{hi}]; expected lo <= hi")
+                if lo == hi:
+                    raise ExportError(f"{here}: range [{lo}..{hi}] holds one size; write it as {lo}")
+                ranges[name] = DimRange(name, lo, hi)
+                order.append(name)
+                dims.append(SymDim(name))
+            elif m := _REF.match(tok):
+                name = m.group(1)
+                if name not in ranges:
+                    raise ExportError(f"{here}: [{name}] refers to no dynamic dim defined before it; expected [{name}=LO..HI] first")
+                dims.append(SymDim(name))
+            else:
+                raise ExportError(f"{here}: cannot read size {tok!r}; expected N, [LO..HI], [NAME=LO..HI] or [NAME]")
+        specs.append(TensorSpec(tuple(dims), dtype))
+    return Bucket(tuple(specs), tuple(ranges[n] for n in order))
+
+
+def parse_shapes(texts: str | Iterable[str]) -> list[Bucket]:
+    """Parse one or more ``--shapes`` values into buckets (in the order given) and check overlaps."""
+    if isinstance(texts, str):
+        texts = [texts]
+    buckets: list[Bucket] = []
+    for text in texts:
+        for part in text.split(";"):
+            if not part.strip():
+                raise ExportError(f"empty bucket in --shapes {text!r}")
+            buckets.append(_parse_bucket(part.strip(), f"bucket {format_bucket_spec_text(part)}"))
+    if not buckets:
+        raise ExportError("no buckets given; expected --shapes like 1x[1..2048]x2880:bf16")
+    check_overlaps(buckets)
+    return buckets
+
+
+def format_bucket_spec_text(part: str) -> str:
+    return repr(part.strip())
+
+
+def format_dim(dim: Dim, ranges: dict[str, DimRange], seen: set[str]) -> str:
+    if isinstance(dim, int):
+        return str(dim)
+    r = ranges[dim.name]
+    if dim.name in seen:
+        return f"[{dim.name}]"
+    seen.add(dim.name)
+    return f"[{dim.name}={r.lo}..{r.hi}]"
+
+
+def format_bucket(bucket: Bucket) -> str:
+    """The canonical spec text of a bucket (parses back to the same bucket)."""
+    ranges = {r.name: r for r in bucket.dims}
+    seen: set[str] = set()
+    parts = []
+    for spec in bucket.inputs:
+        dims = "x".join(format_dim(d, ranges, seen) for d in spec.shape)
+        parts.append(f"{dims}:{spec.dtype}")
+    return ", ".join(parts)
+
+
+def _interval(dim: Dim, ranges: dict[str, DimRange]) -> tuple[int, int]:
+    if isinstance(dim, int):
+        return dim, dim
+    r = ranges[dim.name]
+    return r.lo, r.hi
+
+
+def _comparable(a: Bucket, b: Bucket) -> bool:
+    return len(a.inputs) == len(b.inputs) and all(
+        x.dtype == y.dtype and len(x.shape) == len(y.shape) for x, y in zip(a.inputs, b.inputs)
+    )
+
+
+def _positions(bucket: Bucket) -> list[tuple[int, int, Dim]]:
+    return [(i, j, d) for i, spec in enumerate(bucket.inputs) for j, d in enumerate(spec.shape)]
+
+
+def intersects(a: Bucket, b: Bucket) -> bool:
+    if not _comparable(a, b):
+        return False
+    ra, rb = {r.name: r for r in a.dims}, {r.name: r for r in b.dims}
+    for (_, _, da), (_, _, db) in zip(_positions(a), _positions(b)):
+        lo_a, hi_a = _interval(da, ra)
+        lo_b, hi_b = _interval(db, rb)
+        if hi_a < lo_b or hi_b < lo_a:
+            return False
+    return True
+
+
+def contains(outer: Bucket, inner: Bucket) -> bool:
+    """Every shape of ``inner`` is a shape of ``outer`` (assuming they are comparable)."""
+    if not _comparable(outer, inner):
+        return False
+    ro, ri = {r.name: r for r in outer.dims}, {r.name: r for r in inner.dims}
+    tied: dict[str, Dim] = {}
+    for (_, _, do), (_, _, di) in zip(_positions(outer), _positions(inner)):
+        lo_o, hi_o = _interval(do, ro)
+        lo_i, hi_i = _interval(di, ri)
+        if not (lo_o <= lo_i and hi_i <= hi_o):
+            return False
+        if isinstance(do, SymDim):
+            if do.name in tied and tied[do.name] != di:
+                return False  # outer ties two sizes that inner lets differ
+            tied[do.name] = di
+        elif do != di:
+            return False
+    return True
+
+
+def check_overlaps(buckets: list[Bucket]) -> None:
+    for i, a in enumerate(buckets):
+        for b in buckets[i + 1 :]:
+            if not intersects(a, b):
+                continue
+            if contains(a, b) and contains(b, a):
+                raise ExportError(f"duplicate bucket {format_bucket(a)}; give each bucket once")
+            if contains(a, b) or contains(b, a):
+                continue
+            raise ExportError(
+                f"buckets {format_bucket(a)} and {format_bucket(b)} partly overlap; "
+                "expected disjoint buckets, or one strictly inside the other"
+            )
+
+
+def dispatch_order(buckets: list[Bucket]) -> list[int]:
+    """Indices of ``buckets`` most specific first (fewest shapes), stable for equal counts."""
+    return sorted(range(len(buckets)), key=lambda i: buckets[i].size_count())

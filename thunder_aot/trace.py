@@ -1,0 +1,164 @@
+"""Trace a module with Thunder for one concrete set of input shapes.
+
+Fusion regions are formed by Thunder itself: :class:`AotFusionExecutor` is a
+``thunder.extend.FusionExecutor`` that claims the prims a backend can lower, and its fusion pass
+groups them with Thunder's data-dependent partitioner (``fuse_bound_symbols``), as Thunder's
+torch.compile executor does. Everything it does not claim is executed by Thunder's torch
+executor and ends up in the execution trace as a plain torch call.
+
+This module is the only one (with :mod:`thunder_aot.lower`) that imports thunder.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import torch
+
+from thunder_aot.errors import ExportError
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # thunder warns about optional executors it cannot find
+    import thunder
+    from thunder.core import prims, utils
+    from thunder.core.proxies import Proxy, unvariableify
+    from thunder.core.symbol import BoundSymbol
+    from thunder.core.trace import TraceCtx, from_trace, tracectx
+    from thunder.core.transform_common import dce
+    from thunder.executors.data_dependent_partition import Node, fuse_bound_symbols
+    from thunder.executors.passes import transform_for_execution
+    from thunder.executors.torchex import ex as torch_executor
+    from thunder.executors.utils import Region as ThunderRegion
+    from thunder.extend import FusionExecutor
+
+FUSION_PREFIX = "aotFusion"
+
+
+@dataclass
+class FusedRegion:
+    """What the fusion pass recorded about one region: flattened prims with their source bsym."""
+
+    name: str
+    inputs: list[Proxy]
+    outputs: list[Proxy]
+    prims: list[tuple[BoundSymbol, BoundSymbol]]  # (prim bsym, the top-level bsym it came from)
+
+
+def _region_callable(bsyms: list[BoundSymbol], inputs: list[Proxy], outputs: list[Proxy]) -> Callable:
+    """Execute a region's prims with Thunder's torch executor (only used while tracing)."""
+    from thunder.core.codeutils import SigInfo
+
+    region_trace = TraceCtx(None)
+    region_trace.args = inputs
+    region_trace.kwargs = {}
+    region_trace.names = {a.name for a in inputs}
+    with tracectx(region_trace):
+        for a in inputs:
+            prims.unpack_trivial(a, name=a.name)
+    region_trace.bound_symbols += list(bsyms)
+    region_trace.bound_symbols.append(prims.python_return.bind(outputs, output=None))
+    for bsym in bsyms:
+        for o in bsym.flat_outs:
+            if o is not None:
+                region_trace.add_name(o.name)
+    region_trace._siginfo = SigInfo("region")
+    region_trace._siginfo.args = [(a.name, None) for a in inputs]
+    return transform_for_execution(region_trace, executors_list=(torch_executor,)).python_callable(
+        include_decorators=False
+    )
+
+
+class AotFusionExecutor(FusionExecutor):
+    """Claims the prims in ``claimable`` (PrimIDs) and fuses maximal groups of them into regions."""
+
+    def __init__(self, claimable: Iterable[prims.PrimIDs]) -> None:
+        super().__init__("thunder_aot", version="1")
+        for prim_id in claimable:
+            self.register_supported(prim_id)
+        self.regions: list[FusedRegion] = []
+
+    def _flatten(self, bsym: BoundSymbol, top: BoundSymbol, out: list[tuple[BoundSymbol, BoundSymbol]]) -> None:
+        if self.can_execute(bsym):
+            out.append((bsym, top))
+            return
+        for sub in bsym.subsymbols:
+            self._flatten(sub, top, out)
+
+    def fusion_pass(self, trace: TraceCtx) -> TraceCtx:
+        fused_trace = from_trace(trace)
+        producers, consumers = utils.producers_and_consumers(trace)
+
+        def fusible(node: Node) -> bool:
+            return len(node.group_bsyms) > 1 or self.can_fuse(node.group_bsyms[0])
+
+        groups = fuse_bound_symbols(trace, lambda a, b: fusible(a) and fusible(b))
+        bsyms_out: list[BoundSymbol] = []
+        for group in groups:
+            if len(group) == 1 and not self.can_fuse(group[0]):
+                bsyms_out.append(group[0])
+                continue
+            flat: list[tuple[BoundSymbol, BoundSymbol]] = []
+            for bsym in group:
+                self._flatten(bsym, bsym, flat)
+            if all(prims.OpTags.SHAPE_OP in (b.sym.tags or ()) for b, _ in flat):
+                # a region of only views would launch a kernel just to copy: leave it to torch
+                bsyms_out.extend(group)
+                continue
+            region = ThunderRegion(producers, consumers, group)
+            inputs = [unvariableify(x) for x in region.inputs]
+            outputs = [unvariableify(x) for x in region.outputs]
+            name = f"{FUSION_PREFIX}{len(self.regions)}"
+            self.regions.append(FusedRegion(name, inputs, outputs, flat))
+            fn = _region_callable([b for b, _ in flat], inputs, outputs)
+            bsyms_out.append(
+                self.register_temporary_operation(name, fn, inputs=inputs, outputs=outputs, bsyms=[b for b, _ in flat])
+            )
+        fused_trace.bound_symbols = bsyms_out
+        return dce(fused_trace)
+
+
+@dataclass
+class TracedBucket:
+    """Thunder's execution trace for one concrete shape set, plus what lowering needs beside it."""
+
+    execution_trace: TraceCtx
+    regions: dict[str, FusedRegion]
+    arg_kinds: dict[str, tuple[str, str]]  # computation arg name -> (kind, source name)
+    outputs: object  # what the traced module returned (tensors), for checking
+
+
+def trace_module(
+    module: torch.nn.Module, args: list[torch.Tensor], input_names: list[str], claimable: Iterable[prims.PrimIDs]
+) -> TracedBucket:
+    """Trace ``module(*args)`` with Thunder (no grad) and return its execution trace."""
+    executor = AotFusionExecutor(claimable)
+    jitted = thunder.jit(module, executors=[executor])
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            result = jitted(*args)
+    except ExportError:
+        raise
+    except Exception as e:
+        message = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        shapes = ", ".join(f"{tuple(a.shape)}:{str(a.dtype).removeprefix('torch.')}" for a in args)
+        raise ExportError(
+            f"Thunder could not trace {type(module).__name__} for inputs {shapes}: {type(e).__name__}: {message}"
+        ) from e
+    execution_trace = thunder.last_traces(jitted)[-1]
+    prologue = thunder.last_prologue_traces(jitted)[-1]
+    arg_kinds: dict[str, tuple[str, str]] = {}
+    for bsym in prologue.bound_symbols:
+        out = bsym.output
+        if not isinstance(out, Proxy):
+            continue
+        if bsym.sym.id == prims.PrimIDs.UNPACK_GETITEM and getattr(bsym.args[0], "name", None) == "args":
+            index = bsym.args[1]
+            arg_kinds[out.name] = ("input", input_names[index])
+        elif bsym.sym.id == prims.PrimIDs.UNPACK_PARAMETER:
+            arg_kinds[out.name] = ("parameter", bsym.args[1])
+        elif bsym.sym.id == prims.PrimIDs.UNPACK_BUFFER:
+            arg_kinds[out.name] = ("buffer", bsym.args[1])
+    return TracedBucket(execution_trace, {r.name: r for r in executor.regions}, arg_kinds, result)

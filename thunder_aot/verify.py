@@ -1,0 +1,111 @@
+"""Import a generated module and compare it with its source module on fresh random inputs."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import tempfile
+import types
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+
+from thunder_aot.errors import ExportError
+from thunder_aot.model import Bucket, TensorSpec, dim_value
+
+#: (rtol, atol) per output dtype: bf16 keeps 8 bits of mantissa, so one rounding step is 2**-8.
+TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
+    torch.bfloat16: (1.6e-2, 1e-2),
+    torch.float16: (2e-3, 1e-3),
+    torch.float32: (1e-4, 1e-5),
+    torch.float64: (1e-7, 1e-7),
+}
+
+
+def load_module_from_text(text: str, name: str = "thunder_aot_generated_check") -> types.ModuleType:
+    """Import generated source text as a module (through a temporary file, so tracebacks show lines)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"{name}.py"
+        path.write_text(text)
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        finally:
+            sys.modules.pop(name, None)
+    return module
+
+
+def sample_envs(bucket: Bucket, generator: torch.Generator) -> list[dict[str, int]]:
+    """Every dynamic dim at its lower edge, at its upper edge, and at a random size inside."""
+    if bucket.is_exact:
+        return [{}]
+    lo = {r.name: r.lo for r in bucket.dims}
+    hi = {r.name: r.hi for r in bucket.dims}
+    inside = {r.name: int(torch.randint(r.lo, r.hi + 1, (1,), generator=generator)) for r in bucket.dims}
+    envs = [lo, hi, inside]
+    return [e for i, e in enumerate(envs) if e not in envs[:i]]
+
+
+def random_tensor(spec: TensorSpec, env: dict[str, int], device: str, generator: torch.Generator) -> torch.Tensor:
+    shape = tuple(dim_value(d, env) for d in spec.shape)
+    dtype = getattr(torch, spec.dtype)
+    if dtype.is_floating_point:
+        t = torch.randn(shape, generator=generator, dtype=torch.float32)
+        return t.to(dtype=dtype, device=device)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=generator).bool().to(device)
+    return torch.randint(-100, 100, shape, generator=generator).to(dtype=dtype, device=device)
+
+
+def bucket_inputs(bucket: Bucket, device: str, generator: torch.Generator) -> Iterator[tuple[dict[str, int], list[torch.Tensor]]]:
+    for env in sample_envs(bucket, generator):
+        yield env, [random_tensor(s, env, device, generator) for s in bucket.inputs]
+
+
+def compare(expected: object, actual: object, where: str) -> None:
+    exp = expected if isinstance(expected, (tuple, list)) else (expected,)
+    act = actual if isinstance(actual, (tuple, list)) else (actual,)
+    if len(exp) != len(act):
+        raise ExportError(f"{where}: the generated module returns {len(act)} tensors, the source {len(exp)}")
+    for k, (e, a) in enumerate(zip(exp, act)):
+        if e.shape != a.shape or e.dtype != a.dtype:
+            raise ExportError(
+                f"{where}, output {k}: generated {tuple(a.shape)}:{a.dtype} vs source {tuple(e.shape)}:{e.dtype}"
+            )
+        rtol, atol = TOLERANCES.get(e.dtype, (0.0, 0.0))
+        try:
+            torch.testing.assert_close(a, e, rtol=rtol, atol=atol)
+        except AssertionError as err:
+            detail = " ".join(str(err).split())[:300]
+            raise ExportError(f"{where}, output {k}: generated module differs from the source: {detail}") from None
+
+
+def verify(text: str, source: torch.nn.Module, buckets: list[Bucket], class_name: str, device: str = "cpu") -> int:
+    """Run the generated module against ``source`` in every bucket; returns how many calls were checked."""
+    generated = load_module_from_text(text)
+    module = getattr(generated, class_name).from_module(source)
+    generator = torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
+    checked = 0
+    with torch.no_grad():
+        for bucket in buckets:
+            for env, inputs in bucket_inputs(bucket, device, generator):
+                where = f"bucket {bucket_label(bucket)} at {env or 'its shape'}"
+                expected = source(*inputs)
+                try:
+                    actual = module(*inputs)
+                except Exception as e:
+                    raise ExportError(f"{where}: the generated module raised {type(e).__name__}: {e}") from e
+                compare(expected, actual, where)
+                checked += 1
+    return checked
+
+
+def bucket_label(bucket: Bucket) -> str:
+    from thunder_aot.shapes import format_bucket
+
+    return format_bucket(bucket)
