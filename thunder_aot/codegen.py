@@ -89,6 +89,9 @@ class ModuleView:
     returns_tuple: bool
     fallback: bool
     region_template: str
+    prelude_template: str
+    requirements: tuple[tuple[str, str], ...]  # (input name, Python test)
+    requirement_text: str
     backend_name: str
     needs_cuda: bool
 
@@ -123,15 +126,14 @@ def _call_comment(call: TorchCall) -> str:
     return call.source.comment() if call.source else ""
 
 
-def _step_lines(program: BucketProgram, region_names: dict[str, str], region_params: dict[str, tuple[str, ...]]) -> tuple[Line, ...]:
+def _step_lines(program: BucketProgram, region_calls: dict[str, str]) -> tuple[Line, ...]:
     lines = []
     for step in program.steps:
         targets = ", ".join(o.name for o in step.outputs)
         if isinstance(step, Region):
             targets += "," if len(step.outputs) == 1 else ""
-            args = ", ".join(region_params[step.name])
             ops = ", ".join(op.prim for op in step.ops)
-            lines.append(Line(f"{targets} = {region_names[step.name]}({args})", f"{step.name}: {ops}"))
+            lines.append(Line(f"{targets} = {region_calls[step.name]}", f"{step.name}: {ops}"))
         else:
             args = [render_arg(a) for a in step.args] + [f"{k}={render_arg(v)}" for k, v in step.kwargs]
             lines.append(Line(f"{targets} = {step.target}({', '.join(args)})", _call_comment(step)))
@@ -155,15 +157,12 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
         condition, dims = _conditions(bp, user_inputs)
         dim_names = tuple(r.name for r in bp.bucket.dims)
         region_views = []
-        region_names: dict[str, str] = {}
-        region_params: dict[str, tuple[str, ...]] = {}
+        region_calls: dict[str, str] = {}
         for region in bp.regions():
             fn_name = f"bucket{bp.index}_{region.name.removeprefix('aot').lower()}"
-            renamed = Region(fn_name, region.inputs, region.outputs, region.ops)
-            view = backend.region_view(renamed)
+            view = backend.region_view(Region(fn_name, region.inputs, region.outputs, region.ops))
             region_views.append(view)
-            region_names[region.name] = fn_name
-            region_params[region.name] = view.call_args
+            region_calls[region.name] = view.call_expr
         device_from = program.inputs[0].name if _torch_calls_use_device(bp) else None
         buckets.append(
             BucketView(
@@ -174,7 +173,7 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
                 call_args=tuple(p.name for p in program.inputs) + dims,
                 params=tuple(p.name for p in program.inputs) + dim_names,
                 device_from=device_from,
-                steps=_step_lines(bp, region_names, region_params),
+                steps=_step_lines(bp, region_calls),
                 returns=", ".join(bp.outputs) + ("," if program.returns_tuple and len(bp.outputs) == 1 else ""),
                 regions=tuple(region_views),
             )
@@ -232,6 +231,11 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
         returns_tuple=program.returns_tuple,
         fallback=program.fallback,
         region_template=backend.region_template,
+        prelude_template=backend.prelude_template,
+        requirements=tuple(
+            (p.name, backend.input_requirement.format(name=p.name)) for p in user_inputs if backend.input_requirement
+        ),
+        requirement_text=backend.input_requirement_text,
         backend_name=backend.name,
         needs_cuda=backend.name != "torch",
     )

@@ -116,6 +116,12 @@ def trace_bucket(
         traced = trace_module(module, _sample_args(bucket, env), input_names, claimable)
         program, program_inputs = Lowerer(traced, input_names).lower(index, bucket)
         returns_tuple = isinstance(traced.outputs, (tuple, list))
+        flat = traced.outputs if returns_tuple else (traced.outputs,)
+        if not all(isinstance(t, torch.Tensor) for t in flat):
+            raise ExportError(
+                f"{type(module).__name__} returns a {type(traced.outputs).__name__}; "
+                "expected a tensor or a tuple of tensors"
+            )
         concrete.append(program)
     if bucket.is_exact:
         return concrete[0], program_inputs, returns_tuple

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import os
 import sys
@@ -88,6 +89,8 @@ def compare(expected: object, actual: object, where: str) -> None:
 def verify(text: str, source: torch.nn.Module, buckets: list[Bucket], class_name: str, device: str = "cpu") -> int:
     """Run the generated module against ``source`` in every bucket; returns how many calls were checked."""
     generated = load_module_from_text(text)
+    if device != "cpu":
+        source = copy.deepcopy(source).to(device)
     module = getattr(generated, class_name).from_module(source)
     generator = torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
     checked = 0

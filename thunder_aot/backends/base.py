@@ -96,6 +96,11 @@ class Backend:
     region_template: str = ""
     #: the device verification runs generated modules on
     verify_device: str = "cpu"
+    #: template partial rendered once before the regions ("" for none)
+    prelude_template: str = ""
+    #: what every user input must satisfy before dispatch (a Python test on ``{name}``), and its wording
+    input_requirement: str = ""
+    input_requirement_text: str = ""
 
     def unavailable_reason(self) -> str | None:
         """None when generated modules of this backend can run here, else why not."""

@@ -168,6 +168,10 @@ class TorchRegionView:
         return self.params
 
     @property
+    def call_expr(self) -> str:
+        return f"{self.name}({', '.join(self.params)})"
+
+    @property
     def return_text(self) -> str:
         return ", ".join(self.returns) + ("," if len(self.returns) == 1 else "")
 

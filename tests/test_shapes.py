@@ -1,0 +1,82 @@
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from thunder_aot.errors import ExportError
+from thunder_aot.model import DimRange, SymDim
+from thunder_aot.shapes import contains, dispatch_order, format_bucket, parse_shapes
+
+
+def test_exact_dynamic_named_and_dtypes():
+    (b,) = parse_shapes("1x[S=1..2048]x2880:bf16, 1x[S]x2880:fp16")
+    assert b.inputs[0].shape == (1, SymDim("S"), 2880) and b.inputs[0].dtype == "bfloat16"
+    assert b.inputs[1].dtype == "float16"
+    assert b.dims == (DimRange("S", 1, 2048),)
+    (e,) = parse_shapes("1x15x2880")
+    assert e.is_exact and e.inputs[0].dtype == "float32"
+
+
+def test_several_buckets_and_repeated_flags_dispatch_most_specific_first():
+    buckets = parse_shapes(["1x[1..2048]x2880:bf16", "1x15x2880:bf16; 1x568x2880:bf16"])
+    assert [format_bucket(buckets[i]) for i in dispatch_order(buckets)] == [
+        "1x15x2880:bfloat16",
+        "1x568x2880:bfloat16",
+        "1x[s0=1..2048]x2880:bfloat16",
+    ]
+
+
+@pytest.mark.parametrize(
+    "spec,message",
+    [
+        ("1xx2", "expected a size before 'x'"),
+        ("1x2x", "expected a size after 'x'"),
+        ("1x[5..2]", "empty range"),
+        ("1x[3..3]", "holds one size"),
+        ("1x2:bf17", "unknown dtype 'bf17'"),
+        ("1x[T]", "refers to no dynamic dim"),
+        ("1x[S=1..4], 1x[S=1..4]", "defined twice"),
+        ("", "empty bucket"),
+        ("1x15; 1x15", "duplicate bucket"),
+        ("1x[1..10]; 1x[5..20]", "partly overlap"),
+        ("1x[a..3]", "cannot read size"),
+        ("1y2", "cannot read size"),
+    ],
+)
+def test_bad_specs_name_what_was_expected(spec, message):
+    with pytest.raises(ExportError, match=message):
+        parse_shapes(spec)
+
+
+def test_tied_dims_are_not_contained_in_untied_ones_the_other_way():
+    (tied,) = parse_shapes("[S=1..8]x[S]")
+    (free,) = parse_shapes("[1..8]x[1..8]")
+    assert contains(free, tied) and not contains(tied, free)
+
+
+dims = st.one_of(
+    st.integers(1, 4096).map(str),
+    st.tuples(st.integers(1, 100), st.integers(1, 100)).filter(lambda t: t[0] < t[1]).map(lambda t: f"[{t[0]}..{t[1]}]"),
+)
+specs = st.lists(dims, min_size=1, max_size=4).map("x".join)
+dtypes = st.sampled_from(["bf16", "fp16", "fp32", "int64", "bool"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(specs, dtypes), min_size=1, max_size=3))
+def test_format_round_trips(inputs):
+    text = ", ".join(f"{s}:{d}" for s, d in inputs)
+    (bucket,) = parse_shapes(text)
+    assert parse_shapes(format_bucket(bucket)) == [bucket]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="x0123456789[].,;:=Sbf", max_size=24))
+def test_random_text_parses_or_raises_export_error(text):
+    try:
+        buckets = parse_shapes(text)
+    except ExportError as e:
+        assert "\n" not in str(e)
+    else:
+        assert buckets
