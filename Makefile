@@ -1,0 +1,29 @@
+# Everything a fresh machine needs: `make example` (the main job) and `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
+
+.PHONY: setup example test golden gpu-test
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[test]"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+# Export the seed issue's RMSNorm (torch backend: runs on any machine), then run the generated module.
+example: $(STAMP)
+	$(VENV)/bin/thunder-aot export thunder_aot.examples.gpt_oss:rmsnorm \
+		--shapes "1x15x2880:bf16; 1x568x2880:bf16; 1x1369x2880:bf16; 1x[1..2048]x2880:bf16" \
+		--backend torch --out build/example/rmsnorm_torch.py
+	$(PY) examples/run_generated.py build/example/rmsnorm_torch.py
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+# Refresh the golden files in generated/ after changing the generator or its templates.
+golden: $(STAMP)
+	$(VENV)/bin/thunder-aot check --update generated
