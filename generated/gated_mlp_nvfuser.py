@@ -11,6 +11,8 @@ Import-time cost: none beyond torch and the backend library; Thunder is not impo
 
 from __future__ import annotations
 
+import threading
+
 import torch
 from nvfuser import DataType, FusionDefinition
 
@@ -24,17 +26,39 @@ class NoBucketError(ValueError):
 #: Shapes this module serves, in dispatch order (the first bucket that matches is used).
 BUCKETS = ("[s0=1..512]x256:float32",)
 
+_DEFINE_LOCK = threading.Lock()
 
-def _fusion(define) -> FusionDefinition:
+
+def _fusion(define, *sizes: int) -> FusionDefinition:
     """Record one FusionDefinition (cheap; nvFuser compiles its kernels at the first execute)."""
     with FusionDefinition() as fd:
-        define(fd)
+        define(fd, *sizes)
     return fd
 
 
-def define_bucket0_fusion0(fd: FusionDefinition) -> None:
+def _specialized(cache: dict, define, sizes: tuple[int, ...]) -> FusionDefinition:
+    """The FusionDefinition for these dynamic sizes, recorded once (thread-safe) at their first call."""
+    fd = cache.get(sizes)
+    if fd is None:
+        with _DEFINE_LOCK:
+            fd = cache.get(sizes)
+            if fd is None:
+                fd = cache[sizes] = _fusion(define, *sizes)
+    return fd
+
+
+def _contiguity(shape: list[int]) -> list[bool | None]:
+    """nvFuser's contiguity of a contiguous tensor: None for size-1 (broadcast) dims."""
+    return [None if size == 1 else True for size in shape]
+
+
+def define_bucket0_fusion0(fd: FusionDefinition, s0: int) -> None:
     t22 = fd.define_tensor(
-        shape=[-1, 512], contiguity=[True, True], dtype=DataType.Float, is_cpu=False, stride_order=[1, 0]
+        shape=[s0, 512],
+        contiguity=_contiguity([s0, 512]),
+        dtype=DataType.Float,
+        is_cpu=False,
+        stride_order=[1, 0],
     )
     # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
     t5 = fd.ops.neg(t22)
@@ -45,22 +69,32 @@ def define_bucket0_fusion0(fd: FusionDefinition) -> None:
     fd.add_output(t9)
 
 
-bucket0_fusion0 = _fusion(define_bucket0_fusion0)
+#: one FusionDefinition per (s0), recorded at that size's first call
+bucket0_fusion0: dict[tuple[int, ...], FusionDefinition] = {}
 
 
-def define_bucket0_fusion1(fd: FusionDefinition) -> None:
+def define_bucket0_fusion1(fd: FusionDefinition, s0: int) -> None:
     t9 = fd.define_tensor(
-        shape=[-1, 512], contiguity=[True, True], dtype=DataType.Float, is_cpu=False, stride_order=[1, 0]
+        shape=[s0, 512],
+        contiguity=_contiguity([s0, 512]),
+        dtype=DataType.Float,
+        is_cpu=False,
+        stride_order=[1, 0],
     )
     t23 = fd.define_tensor(
-        shape=[-1, 512], contiguity=[True, True], dtype=DataType.Float, is_cpu=False, stride_order=[1, 0]
+        shape=[s0, 512],
+        contiguity=_contiguity([s0, 512]),
+        dtype=DataType.Float,
+        is_cpu=False,
+        stride_order=[1, 0],
     )
     # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
     input_ = fd.ops.mul(t9, t23)
     fd.add_output(input_)
 
 
-bucket0_fusion1 = _fusion(define_bucket0_fusion1)
+#: one FusionDefinition per (s0), recorded at that size's first call
+bucket0_fusion1: dict[tuple[int, ...], FusionDefinition] = {}
 
 
 def _bucket0(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight, s0):
@@ -68,11 +102,11 @@ def _bucket0(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight, s0):
     # torch/nn/modules/linear.py:134: return F.linear(input, self.weight, self.bias)
     t22 = torch.nn.functional.linear(x, t_gate_proj_weight, None)
     # aotFusion0: neg, exp, add, reciprocal, mul
-    (t9,) = bucket0_fusion0.execute([t22])
+    (t9,) = _specialized(bucket0_fusion0, define_bucket0_fusion0, (s0,)).execute([t22])
     # torch/nn/modules/linear.py:134: return F.linear(input, self.weight, self.bias)
     t23 = torch.nn.functional.linear(x, t_up_proj_weight, None)
     # aotFusion1: mul
-    (input_,) = bucket0_fusion1.execute([t9, t23])
+    (input_,) = _specialized(bucket0_fusion1, define_bucket0_fusion1, (s0,)).execute([t9, t23])
     # torch/nn/modules/linear.py:134: return F.linear(input, self.weight, self.bias)
     t24 = torch.nn.functional.linear(input_, t_down_proj_weight, None)
     return t24

@@ -11,6 +11,8 @@ Import-time cost: none beyond torch and the backend library; Thunder is not impo
 
 from __future__ import annotations
 
+import threading
+
 import torch
 from nvfuser import DataType, FusionDefinition
 
@@ -24,25 +26,43 @@ class NoBucketError(ValueError):
 #: Shapes this module serves, in dispatch order (the first bucket that matches is used).
 BUCKETS = ("1x[S=1..2048]x2880:bfloat16, 1x[S]x2880:bfloat16",)
 
+_DEFINE_LOCK = threading.Lock()
 
-def _fusion(define) -> FusionDefinition:
+
+def _fusion(define, *sizes: int) -> FusionDefinition:
     """Record one FusionDefinition (cheap; nvFuser compiles its kernels at the first execute)."""
     with FusionDefinition() as fd:
-        define(fd)
+        define(fd, *sizes)
     return fd
 
 
-def define_bucket0_fusion0(fd: FusionDefinition) -> None:
+def _specialized(cache: dict, define, sizes: tuple[int, ...]) -> FusionDefinition:
+    """The FusionDefinition for these dynamic sizes, recorded once (thread-safe) at their first call."""
+    fd = cache.get(sizes)
+    if fd is None:
+        with _DEFINE_LOCK:
+            fd = cache.get(sizes)
+            if fd is None:
+                fd = cache[sizes] = _fusion(define, *sizes)
+    return fd
+
+
+def _contiguity(shape: list[int]) -> list[bool | None]:
+    """nvFuser's contiguity of a contiguous tensor: None for size-1 (broadcast) dims."""
+    return [None if size == 1 else True for size in shape]
+
+
+def define_bucket0_fusion0(fd: FusionDefinition, S: int) -> None:
     x = fd.define_tensor(
-        shape=[1, -1, 2880],
-        contiguity=[None, True, True],
+        shape=[1, S, 2880],
+        contiguity=_contiguity([1, S, 2880]),
         dtype=DataType.BFloat16,
         is_cpu=False,
         stride_order=[2, 1, 0],
     )
     residual = fd.define_tensor(
-        shape=[1, -1, 2880],
-        contiguity=[None, True, True],
+        shape=[1, S, 2880],
+        contiguity=_contiguity([1, S, 2880]),
         dtype=DataType.BFloat16,
         is_cpu=False,
         stride_order=[2, 1, 0],
@@ -50,7 +70,6 @@ def define_bucket0_fusion0(fd: FusionDefinition) -> None:
     t_norm_weight = fd.define_tensor(
         shape=[2880], contiguity=[True], dtype=DataType.Float, is_cpu=False, stride_order=[0]
     )
-    S = x.size(1)
     # thunder_aot/examples/blocks.py:33: residual = x + residual
     t0 = fd.ops.cast(x, DataType.Float)
     t1 = fd.ops.cast(residual, DataType.Float)
@@ -62,39 +81,32 @@ def define_bucket0_fusion0(fd: FusionDefinition) -> None:
     t6 = fd.ops.pow(t5, fd.define_scalar(2.0, dtype=DataType.Double))
     t7 = t6
     t8 = fd.ops.sum(t7, [2])
-    t9 = fd.ops.broadcast_in_dim(
-        t8, [fd.define_scalar(1, dtype=DataType.Int), S, fd.define_scalar(1, dtype=DataType.Int)], [0, 1]
-    )
+    t9 = fd.ops.broadcast_in_dim(t8, [1, S, 1], [0, 1])
     t10 = fd.ops.mul(t9, fd.ops.reciprocal(fd.define_scalar(2880.0, dtype=DataType.Double)))
     variance = t10
     # thunder_aot/examples/gpt_oss.py:24: hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
     t13 = fd.ops.add(variance, fd.define_scalar(1e-05, dtype=DataType.Double))
     t14 = fd.ops.rsqrt(t13)
-    t15 = fd.ops.broadcast_in_dim(
-        t14,
-        [fd.define_scalar(1, dtype=DataType.Int), S, fd.define_scalar(2880, dtype=DataType.Int)],
-        [0, 1, 2],
-    )
+    t15 = fd.ops.broadcast_in_dim(t14, [1, S, 2880], [0, 1, 2])
     t16 = fd.ops.mul(t5, t15)
     # thunder_aot/examples/gpt_oss.py:25: return (self.weight * hidden_states).to(input_dtype)
-    t19 = fd.ops.broadcast_in_dim(
-        t_norm_weight,
-        [fd.define_scalar(1, dtype=DataType.Int), S, fd.define_scalar(2880, dtype=DataType.Int)],
-        [2],
-    )
+    t19 = fd.ops.broadcast_in_dim(t_norm_weight, [1, S, 2880], [2])
     t20 = fd.ops.mul(t19, t16)
     t21 = fd.ops.cast(t20, DataType.BFloat16)
     fd.add_output(hidden_states)
     fd.add_output(t21)
 
 
-bucket0_fusion0 = _fusion(define_bucket0_fusion0)
+#: one FusionDefinition per (S), recorded at that size's first call
+bucket0_fusion0: dict[tuple[int, ...], FusionDefinition] = {}
 
 
 def _bucket0(x, residual, t_norm_weight, S):
     """Bucket 0: 1x[S=1..2048]x2880:bfloat16, 1x[S]x2880:bfloat16"""
     # aotFusion0: convert_element_type, convert_element_type, add, convert_element_type, convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
-    hidden_states, t21 = bucket0_fusion0.execute([x, residual, t_norm_weight])
+    hidden_states, t21 = _specialized(bucket0_fusion0, define_bucket0_fusion0, (S,)).execute(
+        [x, residual, t_norm_weight]
+    )
     return t21, hidden_states
 
 

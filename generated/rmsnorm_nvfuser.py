@@ -14,6 +14,8 @@ Import-time cost: none beyond torch and the backend library; Thunder is not impo
 
 from __future__ import annotations
 
+import threading
+
 import torch
 from nvfuser import DataType, FusionDefinition
 
@@ -32,12 +34,30 @@ BUCKETS = (
     "1x[s0=1..2048]x2880:bfloat16",
 )
 
+_DEFINE_LOCK = threading.Lock()
 
-def _fusion(define) -> FusionDefinition:
+
+def _fusion(define, *sizes: int) -> FusionDefinition:
     """Record one FusionDefinition (cheap; nvFuser compiles its kernels at the first execute)."""
     with FusionDefinition() as fd:
-        define(fd)
+        define(fd, *sizes)
     return fd
+
+
+def _specialized(cache: dict, define, sizes: tuple[int, ...]) -> FusionDefinition:
+    """The FusionDefinition for these dynamic sizes, recorded once (thread-safe) at their first call."""
+    fd = cache.get(sizes)
+    if fd is None:
+        with _DEFINE_LOCK:
+            fd = cache.get(sizes)
+            if fd is None:
+                fd = cache[sizes] = _fusion(define, *sizes)
+    return fd
+
+
+def _contiguity(shape: list[int]) -> list[bool | None]:
+    """nvFuser's contiguity of a contiguous tensor: None for size-1 (broadcast) dims."""
+    return [None if size == 1 else True for size in shape]
 
 
 def define_bucket0_fusion0(fd: FusionDefinition) -> None:
@@ -166,10 +186,10 @@ def _bucket2(hidden_states, t_weight):
     return t16
 
 
-def define_bucket3_fusion0(fd: FusionDefinition) -> None:
+def define_bucket3_fusion0(fd: FusionDefinition, s0: int) -> None:
     hidden_states = fd.define_tensor(
-        shape=[1, -1, 2880],
-        contiguity=[None, True, True],
+        shape=[1, s0, 2880],
+        contiguity=_contiguity([1, s0, 2880]),
         dtype=DataType.BFloat16,
         is_cpu=False,
         stride_order=[2, 1, 0],
@@ -177,45 +197,35 @@ def define_bucket3_fusion0(fd: FusionDefinition) -> None:
     t_weight = fd.define_tensor(
         shape=[2880], contiguity=[True], dtype=DataType.Float, is_cpu=False, stride_order=[0]
     )
-    s0 = hidden_states.size(1)
     # thunder_aot/examples/gpt_oss.py:22: hidden_states = hidden_states.to(torch.float32)
     t0 = fd.ops.cast(hidden_states, DataType.Float)
     # thunder_aot/examples/gpt_oss.py:23: variance = hidden_states.pow(2).mean(-1, keepdim=True)
     t1 = fd.ops.pow(t0, fd.define_scalar(2.0, dtype=DataType.Double))
     t2 = t1
     t3 = fd.ops.sum(t2, [2])
-    t4 = fd.ops.broadcast_in_dim(
-        t3, [fd.define_scalar(1, dtype=DataType.Int), s0, fd.define_scalar(1, dtype=DataType.Int)], [0, 1]
-    )
+    t4 = fd.ops.broadcast_in_dim(t3, [1, s0, 1], [0, 1])
     t5 = fd.ops.mul(t4, fd.ops.reciprocal(fd.define_scalar(2880.0, dtype=DataType.Double)))
     variance = t5
     # thunder_aot/examples/gpt_oss.py:24: hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
     t8 = fd.ops.add(variance, fd.define_scalar(1e-05, dtype=DataType.Double))
     t9 = fd.ops.rsqrt(t8)
-    t10 = fd.ops.broadcast_in_dim(
-        t9,
-        [fd.define_scalar(1, dtype=DataType.Int), s0, fd.define_scalar(2880, dtype=DataType.Int)],
-        [0, 1, 2],
-    )
+    t10 = fd.ops.broadcast_in_dim(t9, [1, s0, 2880], [0, 1, 2])
     t11 = fd.ops.mul(t0, t10)
     # thunder_aot/examples/gpt_oss.py:25: return (self.weight * hidden_states).to(input_dtype)
-    t14 = fd.ops.broadcast_in_dim(
-        t_weight,
-        [fd.define_scalar(1, dtype=DataType.Int), s0, fd.define_scalar(2880, dtype=DataType.Int)],
-        [2],
-    )
+    t14 = fd.ops.broadcast_in_dim(t_weight, [1, s0, 2880], [2])
     t15 = fd.ops.mul(t14, t11)
     t16 = fd.ops.cast(t15, DataType.BFloat16)
     fd.add_output(t16)
 
 
-bucket3_fusion0 = _fusion(define_bucket3_fusion0)
+#: one FusionDefinition per (s0), recorded at that size's first call
+bucket3_fusion0: dict[tuple[int, ...], FusionDefinition] = {}
 
 
 def _bucket3(hidden_states, t_weight, s0):
     """Bucket 3: 1x[s0=1..2048]x2880:bfloat16"""
     # aotFusion0: convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
-    (t16,) = bucket3_fusion0.execute([hidden_states, t_weight])
+    (t16,) = _specialized(bucket3_fusion0, define_bucket3_fusion0, (s0,)).execute([hidden_states, t_weight])
     return t16
 
 

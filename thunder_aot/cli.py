@@ -32,6 +32,13 @@ def _add_export_args(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="the generated nn.Module runs the source module's own forward for shapes outside every bucket",
     )
+    p.add_argument(
+        "--nvfuser-dynamic",
+        choices=["specialize", "symbolic"],
+        default="specialize",
+        help="nvFuser, dynamic buckets: one static FusionDefinition per size met (default), "
+        "or one symbolic (-1) FusionDefinition for the whole bucket",
+    )
     p.add_argument("--no-verify", action="store_true", help="skip comparing the result with the source module")
 
 
@@ -49,7 +56,12 @@ def _request(args: argparse.Namespace):
     from thunder_aot.export import ExportRequest
 
     return ExportRequest(
-        source=args.source, shapes=tuple(args.shapes), backend=args.backend, out=args.out, fallback=args.fallback
+        source=args.source,
+        shapes=tuple(args.shapes),
+        backend=args.backend,
+        out=args.out,
+        fallback=args.fallback,
+        nvfuser_dynamic=args.nvfuser_dynamic,
     )
 
 

@@ -75,6 +75,7 @@ class StateTensor:
 class ModuleView:
     header: tuple[str, ...]
     docstring: str
+    stdlib_imports: tuple[str, ...]
     imports: tuple[str, ...]
     class_name: str
     inputs: tuple[str, ...]
@@ -217,6 +218,7 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
             + (" and the backend library" if backend.imports else "")
             + "; Thunder is not imported."
         ),
+        stdlib_imports=backend.stdlib_imports,
         imports=backend.imports,
         class_name=program.class_name,
         inputs=tuple(p.name for p in user_inputs),

@@ -29,6 +29,7 @@ class ExportRequest:
     backend: str = "nvfuser"
     out: str | None = None
     fallback: bool = False
+    nvfuser_dynamic: str = "specialize"
 
     def command(self) -> str:
         """The exact command line that regenerates the output (written into its header)."""
@@ -36,6 +37,8 @@ class ExportRequest:
         parts = ["thunder-aot", "export", self.source, "--shapes", buckets, "--backend", self.backend]
         if self.fallback:
             parts.append("--fallback")
+        if self.nvfuser_dynamic != "specialize":
+            parts += ["--nvfuser-dynamic", self.nvfuser_dynamic]
         if self.out is not None:
             parts += ["--out", Path(self.out).as_posix()]
         return shlex.join(parts)
@@ -137,7 +140,7 @@ def trace_bucket(
 
 
 def build_program(request: ExportRequest, progress: Progress) -> tuple[Program, torch.nn.Module, Backend]:
-    backend = get_backend(request.backend)
+    backend = get_backend(request.backend, nvfuser_dynamic=request.nvfuser_dynamic)
     buckets = parse_shapes(list(request.shapes))
     module = resolve_module(request.source)
     module.eval()

@@ -6,13 +6,15 @@ from thunder_aot.backends.base import Backend
 from thunder_aot.errors import ExportError
 
 
-def get_backend(name: str) -> Backend:
+def get_backend(name: str, *, nvfuser_dynamic: str = "specialize") -> Backend:
     from thunder_aot.backends.nvfuser import NvFuserBackend
     from thunder_aot.backends.torch import TorchBackend
 
     backends: dict[str, type[Backend]] = {b.name: b for b in (NvFuserBackend, TorchBackend)}
     if name not in backends:
         raise ExportError(f"unknown backend {name!r}; expected one of: {', '.join(sorted(backends))}")
+    if name == "nvfuser":
+        return NvFuserBackend(dynamic=nvfuser_dynamic)
     return backends[name]()
 
 

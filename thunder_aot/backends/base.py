@@ -90,7 +90,8 @@ class Backend:
     name: str = ""
     #: prim names (PrimIDs member names, lower case) this backend can put inside a region
     prims: frozenset[str] = frozenset()
-    #: extra import lines the generated module needs
+    #: extra import lines the generated module needs (standard library modules, then other lines)
+    stdlib_imports: tuple[str, ...] = ()
     imports: tuple[str, ...] = ()
     #: the template partial that renders one region
     region_template: str = ""

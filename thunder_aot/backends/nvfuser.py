@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from thunder_aot.backends.base import Backend, Line, region_dims, render_const, source_comments
+from thunder_aot.backends.base import Backend, Line, region_dims, render_const, render_dim, source_comments
 from thunder_aot.model import Arg, Const, DeviceArg, DType, PrimOp, Ref, Region, Seq, SizeArg, SymDim, Value
 
 #: torch dtype name -> nvFuser DataType member
@@ -32,6 +32,11 @@ NV_DTYPES = {
 }
 INTEGER_DTYPES = {"bool", "uint8", "int8", "int16", "int32", "int64"}
 
+#: How a dynamic bucket's regions are defined. "specialize" (default): one static FusionDefinition
+#: per size met at run time, recorded at that size's first call (nvFuser then compiles it once);
+#: "symbolic": one FusionDefinition with -1 sizes serves the whole bucket.
+DYNAMIC_MODES = ("specialize", "symbolic")
+
 
 def _scalar(value: object) -> str:
     if isinstance(value, bool):
@@ -43,8 +48,9 @@ def _scalar(value: object) -> str:
     raise TypeError(f"no nvFuser scalar for {value!r}")
 
 
-def nv_arg(arg: Arg, *, inline: bool = False) -> str:
-    """nvFuser frontend text for an argument. ``inline`` keeps plain Python ints (dims, sizes)."""
+def nv_arg(arg: Arg, *, inline: bool = False, specialized: bool = False) -> str:
+    """nvFuser frontend text for an argument. ``inline`` keeps plain Python ints (dims, sizes);
+    ``specialized``: dynamic sizes are Python ints known when the definition is recorded."""
     if isinstance(arg, Ref):
         return arg.name
     if isinstance(arg, Const):
@@ -57,11 +63,13 @@ def nv_arg(arg: Arg, *, inline: bool = False) -> str:
         dim = arg.dim
         if isinstance(dim, int):
             return str(dim) if inline else _scalar(dim)
+        if specialized:
+            return render_dim(dim)
         return dim.name if dim.coeff == 1 else f"fd.ops.mul({dim.name}, {_scalar(dim.coeff)})"
     if isinstance(arg, Seq):
-        symbolic = any(isinstance(i, SizeArg) for i in arg.items)
+        symbolic = not specialized and any(isinstance(i, SizeArg) for i in arg.items)
         # a shape with a dynamic size is a vector of nvFuser scalars; a static one stays Python ints
-        return "[" + ", ".join(nv_arg(i, inline=not symbolic) for i in arg.items) + "]"
+        return "[" + ", ".join(nv_arg(i, inline=not symbolic, specialized=specialized) for i in arg.items) + "]"
     if isinstance(arg, DeviceArg):
         return "None"
     raise TypeError(f"cannot render {arg!r} for nvFuser")
@@ -70,12 +78,13 @@ def nv_arg(arg: Arg, *, inline: bool = False) -> str:
 @dataclass
 class NvOp:
     op: PrimOp
+    specialized: bool = False
 
     def a(self, i: int, *, inline: bool = False) -> str:
-        return nv_arg(self.op.args[i], inline=inline)
+        return nv_arg(self.op.args[i], inline=inline, specialized=self.specialized)
 
     def kw(self, name: str, *, inline: bool = False) -> str:
-        return nv_arg(dict(self.op.kwargs)[name], inline=inline)
+        return nv_arg(dict(self.op.kwargs)[name], inline=inline, specialized=self.specialized)
 
     def is_int(self, i: int) -> bool:
         return self.op.outputs[0].spec.dtype in INTEGER_DTYPES
@@ -141,34 +150,52 @@ class TensorDefinition:
 class NvRegionView:
     name: str
     inputs: tuple[TensorDefinition, ...]
-    sizes: tuple[Line, ...]  # dynamic sizes read off the input tensors
+    sizes: tuple[Line, ...]  # dynamic sizes read off the input tensors (symbolic definitions)
     lines: tuple[Line, ...]
     outputs: tuple[str, ...]
     input_names: tuple[str, ...]
+    dim_params: tuple[str, ...]  # dynamic sizes the definition is specialised for ("" when symbolic)
 
     @property
-    def call_args(self) -> tuple[str, ...]:
-        return self.input_names
+    def specialized(self) -> bool:
+        return bool(self.dim_params)
+
+    @property
+    def define_params(self) -> str:
+        return ", ".join(("fd: FusionDefinition", *(f"{d}: int" for d in self.dim_params)))
 
     @property
     def call_expr(self) -> str:
-        return f"{self.name}.execute([{', '.join(self.input_names)}])"
+        inputs = ", ".join(self.input_names)
+        if self.specialized:
+            key = ", ".join(self.dim_params) + ("," if len(self.dim_params) == 1 else "")
+            return f"_specialized({self.name}, define_{self.name}, ({key})).execute([{inputs}])"
+        return f"{self.name}.execute([{inputs}])"
 
 
-def define_tensor(value: Value) -> str:
-    shape = [-1 if isinstance(d, SymDim) else d for d in value.spec.shape]
+def define_tensor(value: Value, specialized: bool) -> str:
+    """An input tensor; dynamic sizes are ``-1`` (symbolic) or the Python ints it is specialised for."""
+    dtype = f"DataType.{NV_DTYPES[value.spec.dtype]}"
+    stride_order = list(range(len(value.spec.shape) - 1, -1, -1))
+    if specialized and any(isinstance(d, SymDim) for d in value.spec.shape):
+        shape = "[" + ", ".join(render_dim(d) for d in value.spec.shape) + "]"
+        return (
+            f"fd.define_tensor(shape={shape}, contiguity=_contiguity({shape}), "
+            f"dtype={dtype}, is_cpu=False, stride_order={stride_order})"
+        )
+    dims = [-1 if isinstance(d, SymDim) else d for d in value.spec.shape]
     # inputs are checked to be contiguous: nvFuser's contiguity is None for size-1 (broadcast) dims
-    contiguity = [None if d == 1 else True for d in shape]
-    stride_order = list(range(len(shape) - 1, -1, -1))
+    contiguity = [None if d == 1 else True for d in dims]
     return (
-        f"fd.define_tensor(shape={shape}, contiguity={contiguity}, "
-        f"dtype=DataType.{NV_DTYPES[value.spec.dtype]}, is_cpu=False, stride_order={stride_order})"
+        f"fd.define_tensor(shape={dims}, contiguity={contiguity}, "
+        f"dtype={dtype}, is_cpu=False, stride_order={stride_order})"
     )
 
 
 class NvFuserBackend(Backend):
     name = "nvfuser"
     prims = frozenset(NV_PRIMS)
+    stdlib_imports = ("threading",)
     imports = ("from nvfuser import DataType, FusionDefinition",)
     region_template = "nvfuser_region.py.jinja"
     prelude_template = "nvfuser_prelude.py.jinja"
@@ -187,7 +214,17 @@ class NvFuserBackend(Backend):
             return "nvFuser is not installed"
         return None
 
+    def __init__(self, dynamic: str = "specialize") -> None:
+        if dynamic not in DYNAMIC_MODES:
+            raise ValueError(f"unknown nvFuser dynamic mode {dynamic!r}")
+        self.specialize = dynamic == "specialize"
+
     def region_view(self, region: Region) -> NvRegionView:
+        dims = sorted(
+            set(region_dims(region)) | {d.name for v in region.inputs for d in v.spec.shape if isinstance(d, SymDim)}
+        )
+        if self.specialize and dims:
+            return self._view(region, sizes=(), dim_params=tuple(dims))
         sizes = []
         for dim in region_dims(region):
             where = next(
@@ -196,15 +233,20 @@ class NvFuserBackend(Backend):
             if where is None:
                 raise ValueError(f"region {region.name}: no input tensor carries the dynamic size {dim}")
             sizes.append(Line(f"{dim} = {where[0]}.size({where[1]})"))
+        return self._view(region, sizes=tuple(sizes), dim_params=())
+
+    def _view(self, region: Region, sizes: tuple[Line, ...], dim_params: tuple[str, ...]) -> NvRegionView:
+        specialized = bool(dim_params)
         lines = []
         for op, comment in zip(region.ops, source_comments(region.ops)):
             targets = ", ".join(o.name for o in op.outputs)
-            lines.append(Line(f"{targets} = {NV_PRIMS[op.prim](NvOp(op))}", comment))
+            lines.append(Line(f"{targets} = {NV_PRIMS[op.prim](NvOp(op, specialized))}", comment))
         return NvRegionView(
             name=region.name,
-            inputs=tuple(TensorDefinition(v.name, define_tensor(v)) for v in region.inputs),
-            sizes=tuple(sizes),
+            inputs=tuple(TensorDefinition(v.name, define_tensor(v, specialized)) for v in region.inputs),
+            sizes=sizes,
             lines=tuple(lines),
             outputs=tuple(o.name for o in region.outputs),
             input_names=tuple(v.name for v in region.inputs),
+            dim_params=dim_params,
         )
