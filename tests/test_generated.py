@@ -130,3 +130,22 @@ def test_nvfuser_symbolic_mode_defines_minus_one_sizes():
     text = result.stdout
     assert "shape=[1, -1, 2880]" in text and "s0 = hidden_states.size(1)" in text
     assert "bucket0_fusion0 = _fusion(define_bucket0_fusion0)" in text and "--nvfuser-dynamic symbolic" in text
+
+
+def test_fallback_option_runs_the_source_module_outside_every_bucket(tmp_path):
+    out = tmp_path / "rms_fallback.py"
+    result = run_cli(
+        "export", "thunder_aot.examples.gpt_oss:rmsnorm", "--shapes", "1x[1..64]x2880:bf16",
+        "--backend", "torch", "--fallback", "--out", str(out),
+    )
+    assert result.returncode == 0, result.stderr
+    gen = load_module_from_text(out.read_text(), "gen_fallback")
+    source = resolve_module("thunder_aot.examples.gpt_oss:rmsnorm")
+    module = gen.GptOssRMSNorm.from_module(source)
+    x = torch.randn(2, 100, 2880, dtype=torch.bfloat16)  # outside the bucket
+    with torch.no_grad():
+        compare(source(x), module(x), "fallback")
+    with pytest.raises(gen.NoBucketError):  # the pure function has no source module to fall back to
+        gen.forward(x, source.weight)
+    with pytest.raises(gen.NoBucketError):  # nor has a module built without from_module
+        gen.GptOssRMSNorm()(x)
