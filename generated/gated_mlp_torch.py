@@ -106,4 +106,9 @@ class GatedMLP(torch.nn.Module):
         return module
 
     def forward(self, x):
-        return forward(x, self.down_proj.weight, self.gate_proj.weight, self.up_proj.weight)
+        return forward(
+            x,
+            self._modules["down_proj"]._parameters["weight"],
+            self._modules["gate_proj"]._parameters["weight"],
+            self._modules["up_proj"]._parameters["weight"],
+        )

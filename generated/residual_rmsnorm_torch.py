@@ -114,4 +114,4 @@ class ResidualRMSNorm(torch.nn.Module):
         return module
 
     def forward(self, x, residual):
-        return forward(x, residual, self.norm.weight)
+        return forward(x, residual, self._modules["norm"]._parameters["weight"])

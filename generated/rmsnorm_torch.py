@@ -200,4 +200,4 @@ class GptOssRMSNorm(torch.nn.Module):
         return module
 
     def forward(self, hidden_states):
-        return forward(hidden_states, self.weight)
+        return forward(hidden_states, self._parameters["weight"])

@@ -150,6 +150,14 @@ def _torch_calls_use_device(program: BucketProgram) -> bool:
     )
 
 
+def _state_lookup(p: ProgramInput) -> str:
+    """``self._modules["norm"]._parameters["weight"]``: where nn.Module.__getattr__ would find the
+    tensor, without its Python fallback (~0.3 µs per tensor per call)."""
+    *owners, leaf = p.source_name.split(".")
+    store = "_parameters" if p.kind == "parameter" else "_buffers"
+    return "self" + "".join(f'._modules["{o}"]' for o in owners) + f'.{store}["{leaf}"]'
+
+
 def module_view(program: Program, backend: Backend, command: str, versions: dict[str, str]) -> ModuleView:
     user_inputs = [p for p in program.inputs if p.kind == "input"]
     state_inputs = [p for p in program.inputs if p.kind != "input"]
@@ -223,7 +231,7 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
         class_name=program.class_name,
         inputs=tuple(p.name for p in user_inputs),
         forward_params=tuple(p.name for p in program.inputs),
-        state_args=tuple(f"self.{p.source_name}" for p in state_inputs),
+        state_args=tuple(_state_lookup(p) for p in state_inputs),
         submodules=tuple(submodules),
         state=tuple(state),
         buckets=tuple(buckets),

@@ -169,8 +169,8 @@ class NvRegionView:
         inputs = ", ".join(self.input_names)
         if self.specialized:
             key = ", ".join(self.dim_params) + ("," if len(self.dim_params) == 1 else "")
-            return f"_specialized({self.name}, define_{self.name}, ({key})).execute([{inputs}])"
-        return f"{self.name}.execute([{inputs}])"
+            return f"_run(_specialized({self.name}, define_{self.name}, ({key})), [{inputs}])"
+        return f"_run({self.name}, [{inputs}])"
 
 
 def define_tensor(value: Value, specialized: bool) -> str:
