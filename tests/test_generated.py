@@ -151,3 +151,24 @@ def test_fallback_option_runs_the_source_module_outside_every_bucket(tmp_path):
         gen.forward(x, source.weight)
     with pytest.raises(gen.NoBucketError):  # nor has a module built without from_module
         gen.GptOssRMSNorm()(x)
+
+
+def test_hooks_and_module_compile_still_run_through_the_fast_call_path():
+    gen = _load("rmsnorm", "torch")
+    source = resolve_module("thunder_aot.examples.gpt_oss:rmsnorm")
+    module = gen.GptOssRMSNorm.from_module(source)
+    x = torch.randn(1, 15, 2880, dtype=torch.bfloat16)
+    seen = []
+    handle = module.register_forward_hook(lambda m, args, out: seen.append("local") or out * 2)
+    with torch.no_grad():
+        compare(source(x) * 2, module(x), "with a forward hook")
+    handle.remove()
+    with torch.no_grad():
+        expected = source(x)
+    handle = torch.nn.modules.module.register_module_forward_pre_hook(lambda m, args: seen.append("global"))
+    with torch.no_grad():
+        compare(expected, module(x), "with a global pre-hook")
+    handle.remove()
+    with torch.no_grad():
+        compare(source(x), module(x), "with no hooks")
+    assert seen == ["local", "global"]
