@@ -154,7 +154,8 @@ def forward(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight):
     if not (x.is_cuda and x.is_contiguous()):
         raise _bad_input("x", x)
     shape_0 = x.shape
-    if x.dtype is torch.float32 and len(shape_0) == 2 and 1 <= shape_0[0] <= 512 and shape_0[1] == 256:
+    dtype_0 = x.dtype
+    if dtype_0 is torch.float32 and len(shape_0) == 2 and 1 <= shape_0[0] <= 512 and shape_0[1] == 256:
         return _bucket0(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight, shape_0[0])
     raise _no_bucket(x)
 

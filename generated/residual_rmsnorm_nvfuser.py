@@ -157,14 +157,16 @@ def forward(x, residual, t_norm_weight):
     if not (residual.is_cuda and residual.is_contiguous()):
         raise _bad_input("residual", residual)
     shape_0 = x.shape
+    dtype_0 = x.dtype
     shape_1 = residual.shape
+    dtype_1 = residual.dtype
     if (
-        x.dtype is torch.bfloat16
+        dtype_0 is torch.bfloat16
         and len(shape_0) == 3
         and shape_0[0] == 1
         and 1 <= shape_0[1] <= 2048
         and shape_0[2] == 2880
-        and residual.dtype is torch.bfloat16
+        and dtype_1 is torch.bfloat16
         and len(shape_1) == 3
         and shape_1[0] == 1
         and shape_1[1] == shape_0[1]

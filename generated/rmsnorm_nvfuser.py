@@ -271,14 +271,15 @@ def forward(hidden_states, t_weight):
     if not (hidden_states.is_cuda and hidden_states.is_contiguous()):
         raise _bad_input("hidden_states", hidden_states)
     shape_0 = hidden_states.shape
-    if hidden_states.dtype is torch.bfloat16 and shape_0 == (1, 15, 2880):
+    dtype_0 = hidden_states.dtype
+    if dtype_0 is torch.bfloat16 and shape_0 == (1, 15, 2880):
         return _bucket0(hidden_states, t_weight)
-    if hidden_states.dtype is torch.bfloat16 and shape_0 == (1, 568, 2880):
+    if dtype_0 is torch.bfloat16 and shape_0 == (1, 568, 2880):
         return _bucket1(hidden_states, t_weight)
-    if hidden_states.dtype is torch.bfloat16 and shape_0 == (1, 1369, 2880):
+    if dtype_0 is torch.bfloat16 and shape_0 == (1, 1369, 2880):
         return _bucket2(hidden_states, t_weight)
     if (
-        hidden_states.dtype is torch.bfloat16
+        dtype_0 is torch.bfloat16
         and len(shape_0) == 3
         and shape_0[0] == 1
         and 1 <= shape_0[1] <= 2048

@@ -85,7 +85,7 @@ class ModuleView:
     state: tuple[StateTensor, ...]
     buckets: tuple[BucketView, ...]
     bucket_specs: tuple[str, ...]
-    shape_vars: tuple[tuple[str, str], ...]  # (variable, input name)
+    input_vars: tuple[tuple[str, str, str], ...]  # (shape variable, dtype variable, input name)
     input_dtypes: tuple[tuple[str, str], ...]
     returns_tuple: bool
     fallback: bool
@@ -104,7 +104,7 @@ def _conditions(program: BucketProgram, user_inputs: list[ProgramInput]) -> tupl
     ranges = {r.name: r for r in program.bucket.dims}
     for i, (spec, inp) in enumerate(zip(program.bucket.inputs, user_inputs)):
         shape_var = f"shape_{i}"
-        parts.append(f"{inp.name}.dtype is torch.{spec.dtype}")
+        parts.append(f"dtype_{i} is torch.{spec.dtype}")
         if all(isinstance(d, int) for d in spec.shape):
             parts.append(f"{shape_var} == {tuple(spec.shape)!r}".replace(",)", ",)"))
             continue
@@ -236,7 +236,7 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
         state=tuple(state),
         buckets=tuple(buckets),
         bucket_specs=bucket_specs,
-        shape_vars=tuple((f"shape_{i}", p.name) for i, p in enumerate(user_inputs)),
+        input_vars=tuple((f"shape_{i}", f"dtype_{i}", p.name) for i, p in enumerate(user_inputs)),
         input_dtypes=tuple((p.name, spec.dtype) for p, spec in zip(user_inputs, first.bucket.inputs)),
         returns_tuple=program.returns_tuple,
         fallback=program.fallback,
