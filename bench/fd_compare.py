@@ -1,0 +1,59 @@
+"""Why is our FusionDefinition slower per call than Thunder's for the same program? Print Thunder's
+definition next to ours and time both, interleaved, on the same inputs.
+
+    . .gpu/env.sh && python3 bench/fd_compare.py --out bench/results/fd_compare.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from pathlib import Path
+
+import torch
+from torch.utils.benchmark import Timer
+
+from thunder_aot.examples.gpt_oss import rmsnorm
+from thunder_aot.verify import load_module_from_text
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    import thunder
+    import thunder.examine
+
+    torch.set_num_threads(1)
+    gen = load_module_from_text(Path("generated/rmsnorm_nvfuser.py").read_text(), "fdc_gen")
+    source = rmsnorm().cuda()
+    report = []
+    for s in (1, 1024):
+        x = torch.randn(1, s, 2880, device="cuda", dtype=torch.bfloat16)
+        tj = thunder.jit(source)
+        tj(x)
+        thunder_fd = thunder.examine.get_fusions(thunder.last_traces(tj)[-1])[0][1].last_used
+        ours = gen._specialized(gen.bucket3_fusion0, gen.define_bucket3_fusion0, (s,))
+        fargs = [x, source.weight]
+        ours.execute(fargs)
+        if s == 1024:
+            report += ["## Thunder's FusionDefinition (S=1024)", "```python", repr(thunder_fd), "```", "## ours", "```python", repr(ours), "```"]
+        cases = {
+            "thunder fd.execute(list)": lambda: thunder_fd.execute(fargs),
+            "our fd.execute(list)": lambda: ours.execute(fargs),
+            "our fd.execute([x, w])": lambda: ours.execute([x, source.weight]),
+        }
+        times = {k: [] for k in cases}
+        for _ in range(5):
+            for k, f in cases.items():
+                times[k].append(Timer(stmt="f()", globals={"f": f}).blocked_autorange(min_run_time=0.2).median * 1e6)
+        line = f"S={s}: " + ", ".join(f"{k} {statistics.median(v):.2f}" for k, v in times.items())
+        print(line, flush=True)
+        report.insert(0, "- " + line)
+    text = "\n".join(report) + "\n"
+    if args.out:
+        Path(args.out).write_text(text)
+
+
+if __name__ == "__main__":
+    main()
