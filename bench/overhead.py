@@ -42,7 +42,7 @@ def main() -> None:
         cases = {
             "fd.execute": lambda: fd.execute([x, w]),
             "fd._execute(**opts)": lambda: fd._execute([x, w], **opts),
-            "fd._execute(inputs)": lambda: fd._execute([x, w]),
+            "fd.fec.execute(inputs)": lambda: fd.fec.execute([x, w]),
             "checks only": lambda: x.is_cuda and x.is_contiguous() and x.dtype is torch.bfloat16 and len(x.shape) == 3 and x.shape[0] == 1 and 1 <= x.shape[1] <= 2048 and x.shape[2] == 2880,
             "generated forward()": lambda: gen.forward(x, w),
             "generated module()": lambda: aot(x),

@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 
 import torch
-from nvfuser import DataType, FusionDefinition
+from nvfuser_direct import DataType, FusionDefinition
 
 __all__ = ["BUCKETS", "NoBucketError", "GptOssRMSNorm", "forward"]
 
@@ -60,21 +60,9 @@ def _contiguity(shape: list[int]) -> list[bool | None]:
     return [None if size == 1 else True for size in shape]
 
 
-_NO_OPTIONS: list[str] = []
-
-
 def _run(fd: FusionDefinition, inputs: list) -> list[torch.Tensor]:
-    """``fd.execute(inputs)`` without its Python prelude (profiling, segmentation and multi-device
-    options that a recorded single-device definition never uses): ~1 µs less per call."""
-    return fd._execute(
-        inputs,
-        device=None,
-        override_user_schedule=False,
-        capture_debug_output=False,
-        profile=False,
-        _enable_options=_NO_OPTIONS,
-        _disable_options=_NO_OPTIONS,
-    )[0]
+    """Execute one recorded definition (nvFuser compiles it at the first call, then reuses it)."""
+    return fd.execute(inputs)
 
 
 def define_bucket0_fusion0(fd: FusionDefinition) -> None:

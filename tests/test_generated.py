@@ -108,7 +108,7 @@ def test_nvfuser_module_structure(stem):
     tree = ast.parse(text)
     imports = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
     modules = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    assert modules == {"__future__", "nvfuser"} and {"DataType", "FusionDefinition"} <= imports
+    assert modules == {"__future__", "nvfuser_direct"} and {"DataType", "FusionDefinition"} <= imports
     plain = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert plain == {"threading", "torch"}  # no `import thunder`, nothing else either
     defines = [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("define_")]
@@ -116,7 +116,7 @@ def test_nvfuser_module_structure(stem):
         region = d.removeprefix("define_")
         assert f"{region} = _fusion({d})" in text or f"_specialized({region}, {d}, (" in text, region
     calls = text.count("_run(") - text.count("def _run(")
-    assert defines and calls == len(defines) and "fd._execute(" in text
+    assert defines and calls == len(defines) and "def _run(" in text
     assert "fd.add_output(" in text
     if ".." in next(e[2] for e in EXPORTS if e[0] == stem):
         # dynamic buckets: one static FusionDefinition per size, recorded at that size's first call
@@ -132,6 +132,16 @@ def test_nvfuser_symbolic_mode_defines_minus_one_sizes():
     assert "shape=[1, -1, 2880]" in text and "s0 = hidden_states.size(1)" in text
     assert "bucket0_fusion0 = _fusion(define_bucket0_fusion0)" in text and "--nvfuser-dynamic symbolic" in text
     assert "_run(bucket0_fusion0, [hidden_states, t_weight])" in text
+
+
+def test_nvfuser_legacy_frontend():
+    result = run_cli(
+        "export", "thunder_aot.examples.gpt_oss:rmsnorm", "--shapes", "1x8x2880:bf16", "--nvfuser-frontend", "legacy"
+    )
+    assert result.returncode == 0, result.stderr
+    text = result.stdout
+    assert "from nvfuser import DataType, FusionDefinition" in text and "nvfuser_direct" not in text
+    assert "return fd._execute(" in text and "--nvfuser-frontend legacy" in text
 
 
 def test_fallback_option_runs_the_source_module_outside_every_bucket(tmp_path):

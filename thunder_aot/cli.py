@@ -39,6 +39,13 @@ def _add_export_args(p: argparse.ArgumentParser) -> None:
         help="nvFuser, dynamic buckets: one static FusionDefinition per size met (default), "
         "or one symbolic (-1) FusionDefinition for the whole bucket",
     )
+    p.add_argument(
+        "--nvfuser-frontend",
+        choices=["direct", "legacy"],
+        default="direct",
+        help="nvFuser Python frontend the module is written for: nvfuser_direct (default, what Thunder "
+        "0.2.6 uses with nvFuser >= 0.2.34) or the older nvfuser module",
+    )
     p.add_argument("--no-verify", action="store_true", help="skip comparing the result with the source module")
 
 
@@ -62,6 +69,7 @@ def _request(args: argparse.Namespace):
         out=args.out,
         fallback=args.fallback,
         nvfuser_dynamic=args.nvfuser_dynamic,
+        nvfuser_frontend=args.nvfuser_frontend,
     )
 
 

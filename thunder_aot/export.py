@@ -30,6 +30,7 @@ class ExportRequest:
     out: str | None = None
     fallback: bool = False
     nvfuser_dynamic: str = "specialize"
+    nvfuser_frontend: str = "direct"
 
     def command(self) -> str:
         """The exact command line that regenerates the output (written into its header)."""
@@ -39,6 +40,8 @@ class ExportRequest:
             parts.append("--fallback")
         if self.nvfuser_dynamic != "specialize":
             parts += ["--nvfuser-dynamic", self.nvfuser_dynamic]
+        if self.nvfuser_frontend != "direct":
+            parts += ["--nvfuser-frontend", self.nvfuser_frontend]
         if self.out is not None:
             parts += ["--out", Path(self.out).as_posix()]
         return shlex.join(parts)
@@ -140,7 +143,9 @@ def trace_bucket(
 
 
 def build_program(request: ExportRequest, progress: Progress) -> tuple[Program, torch.nn.Module, Backend]:
-    backend = get_backend(request.backend, nvfuser_dynamic=request.nvfuser_dynamic)
+    backend = get_backend(
+        request.backend, nvfuser_dynamic=request.nvfuser_dynamic, nvfuser_frontend=request.nvfuser_frontend
+    )
     buckets = parse_shapes(list(request.shapes))
     module = resolve_module(request.source)
     module.eval()

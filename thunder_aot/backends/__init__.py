@@ -6,7 +6,7 @@ from thunder_aot.backends.base import Backend
 from thunder_aot.errors import ExportError
 
 
-def get_backend(name: str, *, nvfuser_dynamic: str = "specialize") -> Backend:
+def get_backend(name: str, *, nvfuser_dynamic: str = "specialize", nvfuser_frontend: str = "direct") -> Backend:
     from thunder_aot.backends.nvfuser import NvFuserBackend
     from thunder_aot.backends.torch import TorchBackend
 
@@ -14,7 +14,7 @@ def get_backend(name: str, *, nvfuser_dynamic: str = "specialize") -> Backend:
     if name not in backends:
         raise ExportError(f"unknown backend {name!r}; expected one of: {', '.join(sorted(backends))}")
     if name == "nvfuser":
-        return NvFuserBackend(dynamic=nvfuser_dynamic)
+        return NvFuserBackend(dynamic=nvfuser_dynamic, frontend=nvfuser_frontend)
     return backends[name]()
 
 
