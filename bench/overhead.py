@@ -36,8 +36,6 @@ def main() -> None:
         w = source.weight
         aot(x)
         fd = getattr(gen, "bucket0_fusion0") if s == 15 else gen._specialized(gen.bucket3_fusion0, gen.define_bucket3_fusion0, (s,))
-        if s == 1 and not lines:
-            print(fd._execute.__doc__, flush=True)
         opts = dict(device=None, override_user_schedule=False, capture_debug_output=False, profile=False, _enable_options=[], _disable_options=[])
         cases = {
             "fd.execute": lambda: fd.execute([x, w]),
