@@ -9,5 +9,23 @@ EXPORTS = [
     ("rmsnorm", "thunder_aot.examples.gpt_oss:rmsnorm", SEED_SHAPES),
     ("gated_mlp", "thunder_aot.examples.blocks:gated_mlp", "[1..512]x256:fp32"),
     ("residual_rmsnorm", "thunder_aot.examples.blocks:residual_rmsnorm", "1x[S=1..2048]x2880:bf16, 1x[S]x2880:bf16"),
+    ("layer_norm", "thunder_aot.examples.blocks:layer_norm", "[1..2048]x1024:bf16"),
+    ("softmax", "thunder_aot.examples.blocks:scaled_masked_softmax", "1x8x[S=1..512]x[S]:bf16, 1x1x[S]x[S]:fp32"),
+    ("gelu_gate", "thunder_aot.examples.blocks:gelu_gate", "[1..2048]x2048:bf16"),
+    (
+        "rotary",
+        "thunder_aot.examples.blocks:rotary_embedding",
+        "1x8x[S=1..2048]x64:bf16, 1x1x[S]x64:bf16, 1x1x[S]x64:bf16",
+    ),
 ]
 BACKENDS = ["nvfuser", "torch"]
+
+#: modules whose every op must land in a fusion region (issue 3's coverage list), with shapes
+FULLY_FUSED = [
+    ("thunder_aot.examples.gpt_oss:rmsnorm", "1x[1..64]x2880:bf16"),
+    ("thunder_aot.examples.blocks:layer_norm", "[1..64]x1024:bf16"),
+    ("thunder_aot.examples.blocks:scaled_masked_softmax", "1x8x[S=2..128]x[S]:bf16, 1x1x[S]x[S]:fp32"),
+    ("thunder_aot.examples.blocks:gelu_gate", "[1..64]x1024:bf16"),
+    ("thunder_aot.examples.blocks:rotary_embedding", "1x8x[S=1..128]x64:bf16, 1x1x[S]x64:bf16, 1x1x[S]x64:bf16"),
+    ("thunder_aot.examples.blocks:residual_rmsnorm", "1x[S=1..64]x2880:bf16, 1x[S]x2880:bf16"),
+]

@@ -63,3 +63,14 @@ def test_check_reports_stale_file_with_a_diff_and_never_writes(tmp_path):
     assert out.read_text() == stale  # check never writes
     assert run_cli("check", "--update", str(out)).returncode == 0
     assert out.read_text() == fresh
+
+
+def test_an_edge_that_traces_differently_is_split_off_into_its_own_bucket():
+    result = run_cli(
+        "export", "thunder_aot.examples.blocks:scaled_masked_softmax",
+        "--shapes", "1x8x[S=1..64]x[S]:bf16, 1x1x[S]x[S]:fp32", "--backend", "torch",
+    )
+    assert result.returncode == 0, result.stderr
+    assert "split into 1x8x1x1:bfloat16, 1x1x1x1:float32 and 1x8x[S=2..64]x[S]:bfloat16" in result.stderr
+    header = result.stdout.split('"""')[0]
+    assert "#   0: 1x8x1x1:bfloat16, 1x1x1x1:float32" in header and "#   1: 1x8x[S=2..64]x[S]" in header

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 import inspect
 import shlex
 import sys
@@ -15,9 +16,9 @@ import torch
 
 from thunder_aot.backends import Backend, get_backend
 from thunder_aot.errors import ExportError
-from thunder_aot.model import Bucket, BucketProgram, Program, ProgramInput
+from thunder_aot.model import Bucket, BucketProgram, DimRange, Program, ProgramInput, SymDim, TensorSpec, TorchCall
 from thunder_aot.resolve import resolve_module
-from thunder_aot.shapes import dispatch_order, format_bucket, parse_shapes
+from thunder_aot.shapes import contains, dispatch_order, format_bucket, parse_shapes
 
 Progress = Callable[[str], None]
 
@@ -135,11 +136,45 @@ def trace_bucket(
     for env, program in zip(envs[2:], concrete[2:]):
         diff = first_difference(instantiate(general, env), program)
         if diff is not None:
-            raise ExportError(
+            raise EdgeMismatch(
                 f"bucket {format_bucket(bucket)}: the trace at {env} differs from the traces at {envs[0]} and "
-                f"{envs[1]} ({diff}); split the bucket so that {env} gets a bucket of its own"
+                f"{envs[1]} ({diff}); split the bucket so that {env} gets a bucket of its own",
+                env,
             )
     return general, program_inputs, returns_tuple
+
+
+class EdgeMismatch(ExportError):
+    """A dynamic bucket's edge size traces to another program than the sizes inside it."""
+
+    def __init__(self, message: str, env: dict[str, int]) -> None:
+        super().__init__(message)
+        self.env = env
+
+
+MAX_EDGE_SPLITS = 4
+
+
+def split_at_edge(bucket: Bucket, env: dict[str, int]) -> list[Bucket] | None:
+    """For a bucket with one dynamic dim whose edge ``env`` traces differently: that edge as an
+    exact bucket plus the rest of the range; None when that is not a split of this bucket."""
+    if len(bucket.dims) != 1:
+        return None
+    (r,) = bucket.dims
+    size = env[r.name]
+    if size not in (r.lo, r.hi):
+        return None
+    rest = DimRange(r.name, r.lo + 1, r.hi) if size == r.lo else DimRange(r.name, r.lo, r.hi - 1)
+
+    def at(value: int | None, rng: DimRange | None) -> Bucket:
+        specs = tuple(
+            TensorSpec(tuple(value if isinstance(d, SymDim) and value is not None else d for d in s.shape), s.dtype)
+            for s in bucket.inputs
+        )
+        return Bucket(specs, (rng,) if rng is not None else ())
+
+    rest_bucket = at(rest.lo, None) if rest.lo == rest.hi else at(None, rest)
+    return [at(size, None), rest_bucket]
 
 
 def build_program(request: ExportRequest, progress: Progress) -> tuple[Program, torch.nn.Module, Backend]:
@@ -153,16 +188,32 @@ def build_program(request: ExportRequest, progress: Progress) -> tuple[Program, 
     for b in buckets:
         if len(b.inputs) != len(input_names):
             raise ExportError(f"bucket {format_bucket(b)} gives {len(b.inputs)} inputs; the others give {len(input_names)}")
-    programs = []
+    traced: list[tuple[Bucket, BucketProgram]] = []
     program_inputs: list[ProgramInput] | None = None
     returns_tuple = False
-    for index, original in enumerate(dispatch_order(buckets)):
-        program, inputs, returns_tuple = trace_bucket(module, buckets[original], index, input_names, backend, progress)
+    pending = [buckets[i] for i in dispatch_order(buckets)]
+    splits = 0
+    while pending:
+        bucket = pending.pop(0)
+        try:
+            program, inputs, returns_tuple = trace_bucket(module, bucket, len(traced), input_names, backend, progress)
+        except EdgeMismatch as e:
+            parts = split_at_edge(bucket, e.env)
+            splits += 1
+            if parts is None or splits > MAX_EDGE_SPLITS:
+                raise
+            parts = [p for p in parts if not any(contains(b, p) and contains(p, b) for b in buckets)]
+            progress(f"{e.env} traces differently from the rest of {format_bucket(bucket)}: split into "
+                     + " and ".join(format_bucket(p) for p in parts))
+            pending[:0] = parts
+            continue
         if program_inputs is not None and [p.source_name for p in inputs] != [p.source_name for p in program_inputs]:
-            raise ExportError(f"bucket {format_bucket(buckets[original])} uses other parameters than bucket 0")
+            raise ExportError(f"bucket {format_bucket(bucket)} uses other parameters than bucket 0")
         program_inputs = inputs
-        programs.append(program)
+        traced.append((bucket, program))
     assert program_inputs is not None
+    order = dispatch_order([b for b, _ in traced])
+    programs = [dataclasses.replace(traced[i][1], index=k) for k, i in enumerate(order)]
     program_inputs = [_with_persistence(p, module) for p in program_inputs]
     program = Program(
         source=request.source,
@@ -191,6 +242,10 @@ def export(request: ExportRequest, *, verify: bool = True, progress: Progress | 
 
     progress = progress or (lambda msg: None)
     program, module, backend = build_program(request, progress)
+    unfused = Counter(s.target for bp in program.buckets for s in bp.steps if isinstance(s, TorchCall))
+    if unfused:
+        listed = ", ".join(f"{target} x{count}" for target, count in sorted(unfused.items()))
+        progress(f"not fused (run as torch calls): {listed}")
     progress(f"rendering {len(program.buckets)} bucket(s) with the {backend.name} backend")
     text = render(program, backend, request.command(), versions())
     if verify:

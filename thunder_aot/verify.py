@@ -82,8 +82,32 @@ def compare(expected: object, actual: object, where: str) -> None:
         try:
             torch.testing.assert_close(a, e, rtol=rtol, atol=atol)
         except AssertionError as err:
-            detail = " ".join(str(err).split())[:300]
-            raise ExportError(f"{where}, output {k}: generated module differs from the source: {detail}") from None
+            if not _close_in_low_precision(a, e):
+                detail = " ".join(str(err).split())[:300]
+                raise ExportError(f"{where}, output {k}: generated module differs from the source: {detail}") from None
+
+
+#: relative norm error and largest error (as a fraction of the output's largest magnitude)
+#: accepted for 16-bit floats when the elementwise test fails
+LOW_PRECISION_BOUNDS = {torch.bfloat16: (4e-3, 2**-5), torch.float16: (5e-4, 2**-8)}
+
+
+def _close_in_low_precision(actual: torch.Tensor, expected: torch.Tensor) -> bool:
+    """Thunder decomposes ops such as gelu into prims and rounds every 16-bit intermediate, where
+    eager rounds once: a few elements with a small true value (1 + tanh(x) near x = -3) then differ
+    by a couple of 16-bit steps of the *operands*. Accept that, and only that: the whole output
+    within ``rel_norm`` in relative norm, and no element further off than ``max_frac`` of the
+    output's largest magnitude. NaNs never pass."""
+    bounds = LOW_PRECISION_BOUNDS.get(expected.dtype)
+    if bounds is None or not expected.numel():
+        return False
+    rel_norm, max_frac = bounds
+    a, e = actual.double(), expected.double()
+    if torch.isnan(a).any() or torch.isnan(e).any():
+        return False
+    scale = e.abs().max().item()
+    err = (a - e).abs()
+    return (err.norm() <= rel_norm * e.norm()).item() and err.max().item() <= max_frac * max(scale, 1e-30)
 
 
 def verify(text: str, source: torch.nn.Module, buckets: list[Bucket], class_name: str, device: str = "cpu") -> int:

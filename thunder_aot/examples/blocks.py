@@ -48,3 +48,48 @@ def gated_mlp() -> GatedMLP:
 
 def residual_rmsnorm() -> ResidualRMSNorm:
     return _randomize(ResidualRMSNorm(), seed=2)
+
+
+class ScaledMaskedSoftmax(nn.Module):
+    """Attention probabilities: softmax(scores * scale + mask) over the key dim, in fp32, cast back."""
+
+    def __init__(self, head_dim: int = 64) -> None:
+        super().__init__()
+        self.scale = head_dim**-0.5
+
+    def forward(self, scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        probs = torch.softmax(scores.float() * self.scale + mask, dim=-1)
+        return probs.to(scores.dtype)
+
+
+class GeluGate(nn.Module):
+    """GeGLU's gate: gelu_tanh(gate) * up on the two halves of a fused projection's output."""
+
+    def forward(self, gate_up: torch.Tensor) -> torch.Tensor:
+        gate, up = gate_up.chunk(2, dim=-1)
+        return F.gelu(gate, approximate="tanh") * up
+
+
+class RotaryEmbedding(nn.Module):
+    """Llama's apply_rotary_pos_emb for one tensor: x * cos + rotate_half(x) * sin."""
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        half = x.shape[-1] // 2
+        rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+        return x * cos + rotated * sin
+
+
+def layer_norm() -> nn.LayerNorm:
+    return _randomize(nn.LayerNorm(1024), seed=3)
+
+
+def scaled_masked_softmax() -> ScaledMaskedSoftmax:
+    return ScaledMaskedSoftmax().requires_grad_(False)
+
+
+def gelu_gate() -> GeluGate:
+    return GeluGate().requires_grad_(False)
+
+
+def rotary_embedding() -> RotaryEmbedding:
+    return RotaryEmbedding().requires_grad_(False)
