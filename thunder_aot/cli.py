@@ -53,6 +53,15 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="thunder-aot", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
     _add_export_args(sub.add_parser("export", help="trace a module per shape bucket and write a standalone module"))
+    bench = sub.add_parser("bench", help="time eager, Thunder, torch.compile and thunder-aot side by side")
+    bench.add_argument("source", help="import path of the module (as for export)")
+    bench.add_argument("--shapes", action="append", required=True, help="buckets, as for export")
+    bench.add_argument("--backends", default="nvfuser,torch", help="comma-separated thunder-aot backends")
+    bench.add_argument("--sizes", help="sizes of a bucket's dynamic dim to time (default: edges and powers of two)")
+    bench.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    bench.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds (median is reported)")
+    bench.add_argument("--min-run-time", type=float, default=0.1, help="seconds per blocked_autorange")
+    bench.add_argument("--out", help="folder for bench.md, bench.json and bench.png")
     check = sub.add_parser("check", help="regenerate every @generated file under PATHS and diff (exit 1 if stale)")
     check.add_argument("paths", nargs="*", default=["generated"])
     check.add_argument("--update", action="store_true", help="rewrite stale files instead of failing")
@@ -140,10 +149,33 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 1 if stale else 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    from thunder_aot.bench import print_compare, run_bench, write_reports
+
+    sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else None
+    command = shlex.join(["thunder-aot", "bench", *sys.argv[2:]]) if sys.argv[1:2] == ["bench"] else ""
+    report = run_bench(
+        args.source,
+        args.shapes,
+        [b for b in args.backends.split(",") if b],
+        sizes=sizes,
+        device=args.device,
+        rounds=args.rounds,
+        min_run_time=args.min_run_time,
+        command=command,
+        progress=_progress,
+    )
+    print_compare(report)
+    if args.out:
+        for path in write_reports(report, Path(args.out)):
+            _progress(f"wrote {path}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        return {"export": cmd_export, "check": cmd_check}[args.command](args)
+        return {"export": cmd_export, "check": cmd_check, "bench": cmd_bench}[args.command](args)
     except ExportError as e:
         print(f"thunder-aot: error: {e}", file=sys.stderr)
         return 2

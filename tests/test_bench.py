@@ -1,0 +1,55 @@
+"""thunder-aot bench on CPU: what can run is timed, what cannot is listed with a reason, reports."""
+
+from __future__ import annotations
+
+import json
+
+from tests.helpers import run_cli
+from thunder_aot.bench import Measurement, Report, points_for, write_reports
+from thunder_aot.shapes import parse_shapes
+
+
+def test_points_cover_edges_and_powers_of_two():
+    (b,) = parse_shapes("1x[3..100]x8")
+    assert [p.rows for p in points_for(b, None)] == [3, 4, 8, 16, 32, 64, 100]
+    assert [p.label for p in points_for(b, [1, 5, 100, 200])] == ["1x5x8", "1x100x8"]
+    (e,) = parse_shapes("2x7x8")
+    assert [(p.label, p.rows) for p in points_for(e, None)] == [("2x7x8", 14)]
+
+
+def test_bench_on_cpu_times_what_runs_and_says_what_it_skipped(tmp_path):
+    out = tmp_path / "report"
+    result = run_cli(
+        "bench", "thunder_aot.examples.gpt_oss:rmsnorm", "--shapes", "1x[1..16]x2880:bf16",
+        "--sizes", "1,16", "--rounds", "1", "--min-run-time", "0.02", "--device", "cpu", "--out", str(out),
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    data = json.loads((out / "bench.json").read_text())
+    assert data["systems"] == ["Eager", "thunder.jit", "thunder-aot(torch)"]
+    assert data["points"] == ["1x1x2880", "1x16x2880"]
+    assert len(data["measurements"]) == 6 and all(m["us_per_call"] > 0 for m in data["measurements"])
+    assert set(data["skipped"]) >= {"thunder-aot(nvfuser)", "torch.compile", "thunderfx", "FD.execute", "FDWrapper"}
+    assert "skipped torch.compile: not run on CPU" in result.stderr
+    md = (out / "bench.md").read_text()
+    assert "| 1x16x2880 |" in md and "Skipped:" in md and "thunder-aot bench thunder_aot.examples.gpt_oss:rmsnorm" in md
+    assert (out / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_report_writers_with_device_rows(tmp_path):
+    report = Report(
+        title="T", command="thunder-aot bench x", device="GPU", versions={"torch": "2.11.0"},
+        systems=["Eager", "thunder-aot(nvfuser)"], points=["1x1x8", "1x2x8"], copy_gb_per_s=4000.0,
+        skipped={"FD.execute": "needs nvFuser"},
+    )
+    report.measurements = [
+        Measurement("Eager", "1x1x8", 1, 70.0, 5.0, 1000.0),
+        Measurement("thunder-aot(nvfuser)", "1x1x8", 1, 11.0, 4.0, 3900.0),
+        Measurement("Eager", "1x2x8", 2, 72.0),
+    ]
+    paths = write_reports(report, tmp_path)
+    md = (tmp_path / "bench.md").read_text()
+    assert "| 1x1x8 | 70.0 | 11.0 |" in md and "| 1x2x8 | 72.0 |  |" in md
+    assert "| 1x1x8 | thunder-aot(nvfuser) | 4.00 | 3900 | 98% |" in md
+    assert "- FD.execute: needs nvFuser" in md
+    assert json.loads((tmp_path / "bench.json").read_text())["copy_gb_per_s"] == 4000.0
+    assert [p.name for p in paths] == ["bench.json", "bench.md", "bench.png"]
