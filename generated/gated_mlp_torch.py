@@ -109,9 +109,29 @@ class GatedMLP(torch.nn.Module):
             "weight", torch.nn.Parameter(torch.empty((512, 256), dtype=torch.float32, device=device))
         )
 
+    #: settings of the source module that the export baked in; from_module checks them
+    EXPORTED_SETTINGS = {
+        "down_proj.in_features": 512,
+        "down_proj.out_features": 256,
+        "gate_proj.in_features": 256,
+        "gate_proj.out_features": 512,
+        "up_proj.in_features": 256,
+        "up_proj.out_features": 512,
+    }
+
     @classmethod
     def from_module(cls, source: torch.nn.Module) -> "GatedMLP":
-        """A module computing ``source``'s forward that shares (does not copy) its tensors."""
+        """A module computing ``source``'s forward that shares (does not copy) its tensors.
+
+        Raises ValueError when ``source`` has other settings (eps, scales) than the exported one."""
+        for path, exported in cls.EXPORTED_SETTINGS.items():
+            owner = source
+            for part in path.split("."):
+                owner = getattr(owner, part)
+            if owner != exported:
+                raise ValueError(
+                    f"GatedMLP (thunder-aot) was exported for {path}={exported!r}; the source has {owner!r}"
+                )
         module = cls(device="meta")
         module.down_proj.register_parameter("weight", source.get_parameter("down_proj.weight"))
         module.gate_proj.register_parameter("weight", source.get_parameter("gate_proj.weight"))

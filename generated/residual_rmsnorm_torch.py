@@ -120,9 +120,24 @@ class ResidualRMSNorm(torch.nn.Module):
             "weight", torch.nn.Parameter(torch.empty((2880,), dtype=torch.float32, device=device))
         )
 
+    #: settings of the source module that the export baked in; from_module checks them
+    EXPORTED_SETTINGS = {
+        "norm.variance_epsilon": 1e-05,
+    }
+
     @classmethod
     def from_module(cls, source: torch.nn.Module) -> "ResidualRMSNorm":
-        """A module computing ``source``'s forward that shares (does not copy) its tensors."""
+        """A module computing ``source``'s forward that shares (does not copy) its tensors.
+
+        Raises ValueError when ``source`` has other settings (eps, scales) than the exported one."""
+        for path, exported in cls.EXPORTED_SETTINGS.items():
+            owner = source
+            for part in path.split("."):
+                owner = getattr(owner, part)
+            if owner != exported:
+                raise ValueError(
+                    f"ResidualRMSNorm (thunder-aot) was exported for {path}={exported!r}; the source has {owner!r}"
+                )
         module = cls(device="meta")
         module.norm.register_parameter("weight", source.get_parameter("norm.weight"))
         return module

@@ -126,9 +126,22 @@ class RotaryEmbedding(torch.nn.Module):
     def __init__(self, *, device: torch.device | str | None = None) -> None:
         super().__init__()
 
+    #: settings of the source module that the export baked in; from_module checks them
+    EXPORTED_SETTINGS = {}
+
     @classmethod
     def from_module(cls, source: torch.nn.Module) -> "RotaryEmbedding":
-        """A module computing ``source``'s forward that shares (does not copy) its tensors."""
+        """A module computing ``source``'s forward that shares (does not copy) its tensors.
+
+        Raises ValueError when ``source`` has other settings (eps, scales) than the exported one."""
+        for path, exported in cls.EXPORTED_SETTINGS.items():
+            owner = source
+            for part in path.split("."):
+                owner = getattr(owner, part)
+            if owner != exported:
+                raise ValueError(
+                    f"RotaryEmbedding (thunder-aot) was exported for {path}={exported!r}; the source has {owner!r}"
+                )
         module = cls(device="meta")
         return module
 

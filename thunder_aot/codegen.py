@@ -89,6 +89,7 @@ class ModuleView:
     input_dtypes: tuple[tuple[str, str], ...]
     returns_tuple: bool
     fallback: bool
+    attributes: tuple[tuple[str, str], ...]  # (attribute path, repr of the exported value)
     region_template: str
     prelude_template: str
     requirements: tuple[tuple[str, str], ...]  # (input name, Python test)
@@ -240,6 +241,7 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
         input_dtypes=tuple((p.name, spec.dtype) for p, spec in zip(user_inputs, first.bucket.inputs)),
         returns_tuple=program.returns_tuple,
         fallback=program.fallback,
+        attributes=tuple((path, repr(value)) for path, value in program.attributes),
         region_template=backend.region_template,
         prelude_template=backend.prelude_template,
         requirements=tuple(

@@ -109,7 +109,7 @@ def _sample_args(bucket: Bucket, env: dict[str, int]) -> list[torch.Tensor]:
 
 def trace_bucket(
     module: torch.nn.Module, bucket: Bucket, index: int, input_names: list[str], backend: Backend, progress: Progress
-) -> tuple[BucketProgram, list[ProgramInput], bool]:
+) -> tuple[BucketProgram, list[ProgramInput], bool, dict[str, object]]:
     from thunder_aot.trace import prims, trace_module  # first: it imports thunder with its warnings silenced
     from thunder_aot.lower import Lowerer, first_difference, generalize, instantiate
 
@@ -118,10 +118,12 @@ def trace_bucket(
     concrete: list[BucketProgram] = []
     program_inputs: list[ProgramInput] = []
     returns_tuple = False
+    attributes: dict[str, object] = {}
     for env in envs:
         progress(f"tracing bucket {index} ({format_bucket(bucket)}) at {env or 'its shape'}")
         traced = trace_module(module, _sample_args(bucket, env), input_names, claimable)
         program, program_inputs = Lowerer(traced, input_names).lower(index, bucket)
+        attributes.update(traced.attributes)
         returns_tuple = isinstance(traced.outputs, (tuple, list))
         flat = traced.outputs if returns_tuple else (traced.outputs,)
         if not all(isinstance(t, torch.Tensor) for t in flat):
@@ -131,7 +133,7 @@ def trace_bucket(
             )
         concrete.append(program)
     if bucket.is_exact:
-        return concrete[0], program_inputs, returns_tuple
+        return concrete[0], program_inputs, returns_tuple, attributes
     general = generalize(concrete[:2], envs[:2])
     for env, program in zip(envs[2:], concrete[2:]):
         diff = first_difference(instantiate(general, env), program)
@@ -141,7 +143,7 @@ def trace_bucket(
                 f"{envs[1]} ({diff}); split the bucket so that {env} gets a bucket of its own",
                 env,
             )
-    return general, program_inputs, returns_tuple
+    return general, program_inputs, returns_tuple, attributes
 
 
 class EdgeMismatch(ExportError):
@@ -191,12 +193,15 @@ def build_program(request: ExportRequest, progress: Progress) -> tuple[Program, 
     traced: list[tuple[Bucket, BucketProgram]] = []
     program_inputs: list[ProgramInput] | None = None
     returns_tuple = False
+    attributes: dict[str, object] = {}
     pending = [buckets[i] for i in dispatch_order(buckets)]
     splits = 0
     while pending:
         bucket = pending.pop(0)
         try:
-            program, inputs, returns_tuple = trace_bucket(module, bucket, len(traced), input_names, backend, progress)
+            program, inputs, returns_tuple, read = trace_bucket(
+                module, bucket, len(traced), input_names, backend, progress
+            )
         except EdgeMismatch as e:
             parts = split_at_edge(bucket, e.env)
             splits += 1
@@ -210,6 +215,7 @@ def build_program(request: ExportRequest, progress: Progress) -> tuple[Program, 
         if program_inputs is not None and [p.source_name for p in inputs] != [p.source_name for p in program_inputs]:
             raise ExportError(f"bucket {format_bucket(bucket)} uses other parameters than bucket 0")
         program_inputs = inputs
+        attributes.update(read)
         traced.append((bucket, program))
     assert program_inputs is not None
     order = dispatch_order([b for b, _ in traced])
@@ -223,6 +229,7 @@ def build_program(request: ExportRequest, progress: Progress) -> tuple[Program, 
         returns_tuple=returns_tuple,
         output_count=len(programs[0].outputs),
         fallback=request.fallback,
+        attributes=tuple(sorted(attributes.items())),
     )
     return program, module, backend
 

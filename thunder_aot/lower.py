@@ -35,6 +35,7 @@ from thunder_aot.model import (
     SymDim,
     TensorSpec,
     TorchCall,
+    TorchName,
     Value,
 )
 from thunder_aot.trace import FUSION_PREFIX, TracedBucket
@@ -107,6 +108,8 @@ class Lowerer:
             return DType(repr(x).removeprefix("torch."))
         if isinstance(x, (devices.Device, torch.device)):
             return DeviceArg()
+        if isinstance(x, torch.memory_format):
+            return TorchName(str(x))  # "torch.contiguous_format"
         if isinstance(x, (list, tuple)):
             return Seq(tuple(self.arg(i, where) for i in x), is_list=isinstance(x, list))
         raise ExportError(f"{where}: cannot export an argument of type {type(x).__name__} ({x!r})")
@@ -121,6 +124,12 @@ class Lowerer:
 
     def region(self, bsym) -> Region:
         fused = self.traced.regions[bsym.sym.name]
+        # Thunder passes that run after the fusion pass may rename the values a region reads or
+        # writes (e.g. a view left to the torch executor gets a new output name): the call in the
+        # execution trace has the final names, the recorded prims the earlier ones.
+        for recorded, final in zip([*fused.inputs, *fused.outputs], [*bsym.args, *bsym.flat_outs]):
+            if isinstance(recorded, TensorProxy) and isinstance(final, TensorProxy) and recorded.name != final.name:
+                self.renames[recorded.name] = self.name(final.name)
         ops = []
         for prim_bsym, top in fused.prims:
             where = f"prims.{prim_bsym.sym.name}"
@@ -142,7 +151,7 @@ class Lowerer:
 
     def torch_call(self, bsym) -> TorchCall:
         module = getattr(bsym.sym, "module", None)
-        module_name = getattr(module, "__name__", "")
+        module_name = "torch.Tensor" if module is torch.Tensor else getattr(module, "__name__", "")
         target = f"{module_name}.{bsym.sym.name}"
         if not (module_name == "torch" or module_name.startswith("torch.")):
             raise ExportError(

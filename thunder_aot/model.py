@@ -82,11 +82,18 @@ class Seq:
 
 
 @dataclass(frozen=True)
+class TorchName:
+    """A torch constant spelled by its qualified name, e.g. ``torch.contiguous_format``."""
+
+    name: str
+
+
+@dataclass(frozen=True)
 class DeviceArg:
     """The device the program runs on (taken from its first tensor input at run time)."""
 
 
-Arg = Union[Ref, Const, DType, SizeArg, Seq, DeviceArg]
+Arg = Union[Ref, Const, DType, SizeArg, Seq, DeviceArg, TorchName]
 
 
 @dataclass(frozen=True)
@@ -195,4 +202,5 @@ class Program:
     returns_tuple: bool
     output_count: int
     fallback: bool = False  # a shape outside every bucket runs the source module's eager code path
+    attributes: tuple[tuple[str, object], ...] = ()  # settings baked in at export, checked by from_module
     notes: tuple[str, ...] = field(default=())

@@ -127,6 +127,7 @@ class TracedBucket:
     regions: dict[str, FusedRegion]
     arg_kinds: dict[str, tuple[str, str]]  # computation arg name -> (kind, source name)
     outputs: object  # what the traced module returned (tensors), for checking
+    attributes: dict[str, object]  # module settings the trace read and baked in ("norm.eps": 1e-6)
 
 
 def trace_module(
@@ -150,10 +151,24 @@ def trace_module(
     execution_trace = thunder.last_traces(jitted)[-1]
     prologue = thunder.last_prologue_traces(jitted)[-1]
     arg_kinds: dict[str, tuple[str, str]] = {}
+    attributes: dict[str, object] = {}
+    module_paths: dict[str, str] = {}  # prologue proxy name -> submodule path ("" for the root)
     for bsym in prologue.bound_symbols:
         out = bsym.output
         if not isinstance(out, Proxy):
             continue
+        if bsym.sym.id == prims.PrimIDs.UNPACK_THUNDER_MODULE:
+            module_paths[out.name] = ""
+        elif bsym.sym.id == prims.PrimIDs.UNPACK_SUBMODULE and getattr(bsym.args[0], "name", None) in module_paths:
+            parent = module_paths[bsym.args[0].name]
+            module_paths[out.name] = f"{parent}.{bsym.args[1]}" if parent else bsym.args[1]
+        elif bsym.sym.id == prims.PrimIDs.UNPACK_ATTR and getattr(bsym.args[0], "name", None) in module_paths:
+            # a setting of the module that the trace baked in (eps, a scale...): record its value
+            parent = module_paths[bsym.args[0].name]
+            name = bsym.args[1]
+            value = getattr(out, "value", None)
+            if name != "training" and isinstance(value, (bool, int, float, str)):
+                attributes[f"{parent}.{name}" if parent else name] = value
         if bsym.sym.id == prims.PrimIDs.UNPACK_GETITEM and getattr(bsym.args[0], "name", None) == "args":
             index = bsym.args[1]
             arg_kinds[out.name] = ("input", input_names[index])
@@ -161,4 +176,4 @@ def trace_module(
             arg_kinds[out.name] = ("parameter", bsym.args[1])
         elif bsym.sym.id == prims.PrimIDs.UNPACK_BUFFER:
             arg_kinds[out.name] = ("buffer", bsym.args[1])
-    return TracedBucket(execution_trace, {r.name: r for r in executor.regions}, arg_kinds, result)
+    return TracedBucket(execution_trace, {r.name: r for r in executor.regions}, arg_kinds, result, attributes)

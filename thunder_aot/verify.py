@@ -33,11 +33,12 @@ def load_module_from_text(text: str, name: str = "thunder_aot_generated_check") 
         spec = importlib.util.spec_from_file_location(name, path)
         assert spec and spec.loader
         module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
+        sys.modules[name] = module  # stays registered, as an imported file would (torch.compile looks it up)
         try:
             spec.loader.exec_module(module)
-        finally:
+        except BaseException:
             sys.modules.pop(name, None)
+            raise
     return module
 
 

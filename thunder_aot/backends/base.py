@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from thunder_aot.model import Arg, Const, DeviceArg, Dim, DType, Ref, Region, Seq, SizeArg, SymDim
+from thunder_aot.model import Arg, Const, DeviceArg, Dim, DType, Ref, Region, Seq, SizeArg, SymDim, TorchName
 
 
 def render_dim(dim: Dim) -> str:
@@ -34,6 +34,8 @@ def render_arg(arg: Arg) -> str:
         return render_dim(arg.dim)
     if isinstance(arg, DeviceArg):
         return "device"
+    if isinstance(arg, TorchName):
+        return arg.name
     if isinstance(arg, Seq):
         inner = ", ".join(render_arg(i) for i in arg.items)
         if arg.is_list:

@@ -1,0 +1,98 @@
+"""Issue 6 on CPU: transformers' own submodules export and match eager; replace() swaps them into
+a small transformers model whose outputs stay equal."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from thunder_aot import replace
+from thunder_aot.export import ExportRequest, build_program, export
+from thunder_aot.model import TorchCall
+from thunder_aot.verify import compare, load_module_from_text
+
+pytest.importorskip("transformers")
+
+#: (import path, shapes, torch calls that may stay unfused)
+MODULES = [
+    ("thunder_aot.examples.hf:llama_rmsnorm", "1x[1..64]x256:bf16", set()),
+    ("thunder_aot.examples.hf:qwen2_rmsnorm", "1x[1..64]x256:bf16", set()),
+    ("thunder_aot.examples.hf:gemma_rmsnorm", "1x[1..64]x256:bf16", set()),
+    ("thunder_aot.examples.hf:gpt_oss_rmsnorm", "1x[1..64]x2880:bf16", set()),
+    ("thunder_aot.examples.hf:layer_norm", "1x[1..64]x256:bf16", set()),
+    ("thunder_aot.examples.hf:llama_mlp", "1x[1..64]x256", {"torch.nn.functional.linear"}),
+    ("thunder_aot.examples.hf:apply_rotary", "1x4x[S=1..64]x64:bf16, 1x2x[S]x64:bf16, 1x[S]x64:bf16, 1x[S]x64:bf16", set()),
+    (
+        "thunder_aot.examples.hf:llama_decoder_layer",
+        "1x[S=1..64]x256, 1x[S]x64, 1x[S]x64",
+        {"torch.nn.functional.linear", "torch.matmul", "torch.Tensor.view", "torch.transpose", "torch.reshape", "torch.Tensor.contiguous"},
+    ),
+]
+
+
+@pytest.mark.parametrize("source,shapes,unfused", MODULES, ids=[m[0].split(":")[1] for m in MODULES])
+def test_export_matches_eager_and_fuses_all_but_matmuls_and_views(source, shapes, unfused):
+    messages: list[str] = []
+    export(ExportRequest(source, (shapes,), backend="torch"), progress=messages.append)  # verifies
+    assert any(m.startswith("verified:") for m in messages), messages
+    program, _, _ = build_program(ExportRequest(source, (shapes,), backend="nvfuser"), progress=lambda m: None)
+    for bucket in program.buckets:
+        calls = {s.target for s in bucket.steps if isinstance(s, TorchCall)}
+        assert calls <= unfused, calls - unfused
+        assert len(bucket.steps) > len([s for s in bucket.steps if isinstance(s, TorchCall)])
+
+
+def test_replace_in_a_transformers_model_keeps_its_outputs():
+    from transformers.models.llama.modeling_llama import LlamaRMSNorm
+
+    from thunder_aot.examples.hf import tiny_llama
+
+    text = export(ExportRequest("thunder_aot.examples.hf:llama_rmsnorm", ("1x[1..64]x256:fp32",), backend="torch"))
+    gen = load_module_from_text(text, "gen_llama_rmsnorm")
+    model = tiny_llama()
+    original = copy.deepcopy(model)
+    replaced = replace(model, LlamaRMSNorm, gen.LlamaRMSNorm)
+    assert replaced == [
+        "model.layers.0.input_layernorm",
+        "model.layers.0.post_attention_layernorm",
+        "model.layers.1.input_layernorm",
+        "model.layers.1.post_attention_layernorm",
+        "model.norm",
+    ]
+    assert not any(isinstance(m, LlamaRMSNorm) for m in model.modules())
+    assert model.model.norm.weight is original.model.norm.weight or torch.equal(model.model.norm.weight, original.model.norm.weight)
+    ids = torch.randint(0, 512, (1, 37), generator=torch.Generator().manual_seed(torch.seed() >> 1))
+    with torch.no_grad():
+        compare(original(ids).logits, model(ids).logits, "tiny llama logits after replace")
+    assert model.state_dict().keys() == original.state_dict().keys()
+
+
+def test_replace_refuses_a_submodule_with_other_settings():
+    from transformers.models.llama.modeling_llama import LlamaRMSNorm
+
+    text = export(ExportRequest("thunder_aot.examples.hf:llama_rmsnorm", ("1x[1..8]x256:fp32",), backend="torch"), verify=False)
+    gen = load_module_from_text(text, "gen_llama_rmsnorm_eps")
+    model = torch.nn.Sequential(LlamaRMSNorm(256, eps=1e-5))
+    with pytest.raises(ValueError, match="exported for variance_epsilon=1e-06; the source has 1e-05"):
+        replace(model, LlamaRMSNorm, gen.LlamaRMSNorm)
+    assert isinstance(model[0], LlamaRMSNorm)  # nothing half-replaced
+
+
+def test_replaced_model_under_torch_compile():
+    """torch.compile traces through torch-backend modules (dispatch becomes guards); here with the
+    "eager" dynamo backend so that CI needs no C++ toolchain time."""
+    from transformers.models.llama.modeling_llama import LlamaRMSNorm
+
+    from thunder_aot.examples.hf import tiny_llama
+
+    text = export(ExportRequest("thunder_aot.examples.hf:llama_rmsnorm", ("1x[1..64]x256:fp32",), backend="torch"), verify=False)
+    gen = load_module_from_text(text, "gen_llama_rmsnorm_compile")
+    model = tiny_llama()
+    original = copy.deepcopy(model)
+    replace(model, LlamaRMSNorm, gen.LlamaRMSNorm)
+    compiled = torch.compile(model, backend="eager")
+    ids = torch.randint(0, 512, (1, 21), generator=torch.Generator().manual_seed(torch.seed() >> 1))
+    with torch.no_grad():
+        compare(original(ids).logits, compiled(ids).logits, "compiled tiny llama after replace")

@@ -1,0 +1,111 @@
+"""Real submodules of transformers' LLM implementations, built from small configs (no weights are
+downloaded), with random weights so that a wrong weight path cannot pass a comparison.
+
+Each factory takes no arguments, so each is an import path for ``thunder-aot export``.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+HIDDEN = 256
+
+
+def _randomize(module: nn.Module, seed: int) -> nn.Module:
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            if p.ndim == 1:  # norm weights around 1 (around 0 for Gemma's offset-by-one weight)
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.1 + (p.mean().round()))
+            else:
+                p.copy_(torch.randn(p.shape, generator=gen) * p.shape[-1] ** -0.5)
+    return module.eval().requires_grad_(False)
+
+
+def llama_config(**overrides):
+    from transformers import LlamaConfig
+
+    fields = dict(
+        hidden_size=HIDDEN, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, vocab_size=512, max_position_embeddings=256, rms_norm_eps=1e-6,
+    )
+    fields.update(overrides)
+    config = LlamaConfig(**fields)
+    # "eager" attention: transformers' sdpa path passes enable_gqa=, which Thunder 0.2.6's
+    # scaled_dot_product_attention does not accept; the matmuls stay torch calls either way
+    config._attn_implementation = "eager"
+    return config
+
+
+def llama_rmsnorm():
+    from transformers.models.llama.modeling_llama import LlamaRMSNorm
+
+    return _randomize(LlamaRMSNorm(HIDDEN, eps=1e-6), 11)
+
+
+def qwen2_rmsnorm():
+    from transformers.models.qwen2.modeling_qwen2 import Qwen2RMSNorm
+
+    return _randomize(Qwen2RMSNorm(HIDDEN, eps=1e-6), 12)
+
+
+def gemma_rmsnorm():
+    """Gemma's weight is offset by one, and it multiplies in fp32 before the cast."""
+    from transformers.models.gemma.modeling_gemma import GemmaRMSNorm
+
+    return _randomize(GemmaRMSNorm(HIDDEN, eps=1e-6), 13)
+
+
+def gpt_oss_rmsnorm():
+    from transformers.models.gpt_oss.modeling_gpt_oss import GptOssRMSNorm
+
+    return _randomize(GptOssRMSNorm(2880, eps=1e-5), 14)
+
+
+def layer_norm():
+    return _randomize(nn.LayerNorm(HIDDEN), 15)
+
+
+def llama_mlp():
+    from transformers.models.llama.modeling_llama import LlamaMLP
+
+    return _randomize(LlamaMLP(llama_config()), 16)
+
+
+class ApplyRotary(nn.Module):
+    """transformers' apply_rotary_pos_emb(q, k, cos, sin) as a module."""
+
+    def forward(self, q, k, cos, sin):
+        from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+        return apply_rotary_pos_emb(q, k, cos, sin)
+
+
+def apply_rotary():
+    return ApplyRotary()
+
+
+class DecoderLayer(nn.Module):
+    """A whole LlamaDecoderLayer (attention's matmuls stay torch calls), called with the rotary
+    (cos, sin) as plain tensor inputs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from transformers.models.llama.modeling_llama import LlamaDecoderLayer
+
+        self.layer = LlamaDecoderLayer(llama_config(), layer_idx=0)
+
+    def forward(self, hidden_states, cos, sin):
+        return self.layer(hidden_states, attention_mask=None, position_embeddings=(cos, sin))
+
+
+def llama_decoder_layer():
+    return _randomize(DecoderLayer(), 17)
+
+
+def tiny_llama():
+    """A 2-layer LlamaForCausalLM from a config, for the replace() example and test."""
+    from transformers import LlamaForCausalLM
+
+    return _randomize(LlamaForCausalLM(llama_config()), 18)

@@ -1,0 +1,33 @@
+"""Put generated modules into a running model."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+
+def replace(
+    model: torch.nn.Module,
+    match: type | Callable[[str, torch.nn.Module], bool],
+    generated: type,
+) -> list[str]:
+    """Swap every submodule of ``model`` that ``match`` selects for ``generated.from_module(submodule)``.
+
+    ``match`` is a class (``isinstance``) or a predicate ``(qualified_name, module) -> bool``;
+    ``generated`` is the generated ``nn.Module`` class (e.g. ``g.LlamaRMSNorm``). Each new module
+    shares the replaced submodule's own tensors, and ``from_module`` refuses a submodule whose
+    settings (eps, ...) differ from the exported ones. Returns the qualified names replaced, in
+    ``named_modules`` order. ``model`` itself is never replaced.
+    """
+    if not hasattr(generated, "from_module"):
+        raise TypeError(f"{generated!r} is not a thunder-aot generated module class (it has no from_module)")
+    selected = match if not isinstance(match, type) else (lambda name, module: isinstance(module, match))
+    chosen = [name for name, module in model.named_modules() if name and selected(name, module)]
+    # a submodule inside one already chosen goes with its parent
+    chosen = [n for n in chosen if not any(n.startswith(p + ".") for p in chosen if p != n)]
+    new = {name: generated.from_module(model.get_submodule(name)) for name in chosen}  # check all first
+    for name, module in new.items():
+        parent_name, _, leaf = name.rpartition(".")
+        setattr(model.get_submodule(parent_name) if parent_name else model, leaf, module)
+    return chosen
