@@ -45,7 +45,6 @@ def main() -> int:
     source = rmsnorm().cuda()
     gen = load_module_from_text(Path(args.generated).read_text(), "seed_generated")
     aot = gen.GptOssRMSNorm.from_module(source)
-    fns = {}
     results = []
     rows = {}
     for s in sizes:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import ROOT, run_cli
+from tests.helpers import run_cli
 
 GOOD = "thunder_aot.examples.gpt_oss:rmsnorm"
 

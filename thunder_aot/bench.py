@@ -19,7 +19,6 @@ import torch
 
 from thunder_aot.errors import ExportError
 from thunder_aot.model import Bucket, dim_value
-from thunder_aot.shapes import format_bucket
 
 Call = Callable[[], object]
 

@@ -15,8 +15,8 @@ import black
 import jinja2
 
 from thunder_aot import __version__
-from thunder_aot.backends.base import Backend, Line, render_arg
-from thunder_aot.model import BucketProgram, DeviceArg, Program, ProgramInput, Region, Seq, SymDim, TorchCall
+from thunder_aot.backends.base import Backend, Line, ops_use_device, render_arg
+from thunder_aot.model import BucketProgram, Program, ProgramInput, Region, SymDim, TorchCall
 from thunder_aot.shapes import format_bucket
 
 BLACK_MODE = black.Mode(line_length=110, target_versions={black.TargetVersion.PY310})
@@ -142,15 +142,6 @@ def _step_lines(program: BucketProgram, region_calls: dict[str, str]) -> tuple[L
     return tuple(lines)
 
 
-def _torch_calls_use_device(program: BucketProgram) -> bool:
-    def has(arg) -> bool:
-        return isinstance(arg, DeviceArg) or (isinstance(arg, Seq) and any(has(i) for i in arg.items))
-
-    return any(
-        has(a) for s in program.steps if isinstance(s, TorchCall) for a in list(s.args) + [v for _, v in s.kwargs]
-    )
-
-
 def _state_lookup(p: ProgramInput) -> str:
     """``self._modules["norm"]._parameters["weight"]``: where nn.Module.__getattr__ would find the
     tensor, without its Python fallback (~0.3 µs per tensor per call)."""
@@ -173,7 +164,8 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
             view = backend.region_view(Region(fn_name, region.inputs, region.outputs, region.ops))
             region_views.append(view)
             region_calls[region.name] = view.call_expr
-        device_from = program.inputs[0].name if _torch_calls_use_device(bp) else None
+        torch_calls = [s for s in bp.steps if isinstance(s, TorchCall)]
+        device_from = program.inputs[0].name if ops_use_device(torch_calls) else None
         buckets.append(
             BucketView(
                 index=bp.index,

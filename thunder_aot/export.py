@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-from collections import Counter
 import inspect
 import shlex
-import sys
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version

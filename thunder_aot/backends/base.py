@@ -62,11 +62,17 @@ def region_dims(region: Region) -> list[str]:
     return sorted(names)
 
 
-def uses_device(region: Region) -> bool:
-    def has(arg: Arg) -> bool:
-        return isinstance(arg, DeviceArg) or (isinstance(arg, Seq) and any(has(i) for i in arg.items))
+def _mentions_device(arg: Arg) -> bool:
+    return isinstance(arg, DeviceArg) or (isinstance(arg, Seq) and any(_mentions_device(i) for i in arg.items))
 
-    return any(has(a) for op in region.ops for a in list(op.args) + [v for _, v in op.kwargs])
+
+def ops_use_device(ops) -> bool:
+    """Whether any op (PrimOp or TorchCall) takes the run-time device as an argument."""
+    return any(_mentions_device(a) for op in ops for a in (*op.args, *(v for _, v in op.kwargs)))
+
+
+def uses_device(region: Region) -> bool:
+    return ops_use_device(region.ops)
 
 
 def source_comments(ops) -> list[str]:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from thunder_aot.backends.base import Backend, Line, region_dims, render_arg, render_dim, source_comments, uses_device
-from thunder_aot.model import Arg, Const, PrimOp, Ref, Region, Seq, SizeArg, TensorSpec
+from thunder_aot.model import Const, PrimOp, Ref, Region, Seq, TensorSpec
 
 INTEGER_DTYPES = {"int8", "int16", "int32", "int64", "uint8", "bool"}
 
