@@ -132,6 +132,13 @@ def _no_bucket(x):
     )
 
 
+def _no_autograd():
+    return RuntimeError(
+        "GatedMLP (thunder-aot, nvfuser) computes no gradients, and a tensor it got "
+        "requires grad: call it under torch.no_grad() or torch.inference_mode(), or requires_grad_(False) the module"
+    )
+
+
 def _bad_input(name, t):
     got = (
         f"{t.device} tensor, contiguous={t.is_contiguous()}"
@@ -145,6 +152,13 @@ def forward(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight):
     """GatedMLP.forward as a pure function of its inputs, parameters and buffers."""
     if not (x.is_cuda and x.is_contiguous()):
         raise _bad_input("x", x)
+    if torch.is_grad_enabled() and (
+        x.requires_grad
+        or t_down_proj_weight.requires_grad
+        or t_gate_proj_weight.requires_grad
+        or t_up_proj_weight.requires_grad
+    ):
+        raise _no_autograd()
     shape_0 = x.shape
     dtype_0 = x.dtype
     if dtype_0 is torch.float32 and len(shape_0) == 2 and 1 <= shape_0[0] <= 512 and shape_0[1] == 256:

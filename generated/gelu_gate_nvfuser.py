@@ -133,6 +133,13 @@ def _no_bucket(gate_up):
     )
 
 
+def _no_autograd():
+    return RuntimeError(
+        "GeluGate (thunder-aot, nvfuser) computes no gradients, and a tensor it got "
+        "requires grad: call it under torch.no_grad() or torch.inference_mode(), or requires_grad_(False) the module"
+    )
+
+
 def _bad_input(name, t):
     got = (
         f"{t.device} tensor, contiguous={t.is_contiguous()}"
@@ -146,6 +153,8 @@ def forward(gate_up):
     """GeluGate.forward as a pure function of its inputs, parameters and buffers."""
     if not (gate_up.is_cuda and gate_up.is_contiguous()):
         raise _bad_input("gate_up", gate_up)
+    if torch.is_grad_enabled() and (gate_up.requires_grad):
+        raise _no_autograd()
     shape_0 = gate_up.shape
     dtype_0 = gate_up.dtype
     if dtype_0 is torch.bfloat16 and len(shape_0) == 2 and 1 <= shape_0[0] <= 2048 and shape_0[1] == 2048:

@@ -122,6 +122,13 @@ def _no_bucket(input_):
     )
 
 
+def _no_autograd():
+    return RuntimeError(
+        "LayerNorm (thunder-aot, nvfuser) computes no gradients, and a tensor it got "
+        "requires grad: call it under torch.no_grad() or torch.inference_mode(), or requires_grad_(False) the module"
+    )
+
+
 def _bad_input(name, t):
     got = (
         f"{t.device} tensor, contiguous={t.is_contiguous()}"
@@ -135,6 +142,8 @@ def forward(input_, t_bias, t_weight):
     """LayerNorm.forward as a pure function of its inputs, parameters and buffers."""
     if not (input_.is_cuda and input_.is_contiguous()):
         raise _bad_input("input_", input_)
+    if torch.is_grad_enabled() and (input_.requires_grad or t_bias.requires_grad or t_weight.requires_grad):
+        raise _no_autograd()
     shape_0 = input_.shape
     dtype_0 = input_.dtype
     if dtype_0 is torch.bfloat16 and len(shape_0) == 2 and 1 <= shape_0[0] <= 2048 and shape_0[1] == 1024:

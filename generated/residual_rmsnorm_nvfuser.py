@@ -133,6 +133,13 @@ def _no_bucket(x, residual):
     )
 
 
+def _no_autograd():
+    return RuntimeError(
+        "ResidualRMSNorm (thunder-aot, nvfuser) computes no gradients, and a tensor it got "
+        "requires grad: call it under torch.no_grad() or torch.inference_mode(), or requires_grad_(False) the module"
+    )
+
+
 def _bad_input(name, t):
     got = (
         f"{t.device} tensor, contiguous={t.is_contiguous()}"
@@ -148,6 +155,8 @@ def forward(x, residual, t_norm_weight):
         raise _bad_input("x", x)
     if not (residual.is_cuda and residual.is_contiguous()):
         raise _bad_input("residual", residual)
+    if torch.is_grad_enabled() and (x.requires_grad or residual.requires_grad or t_norm_weight.requires_grad):
+        raise _no_autograd()
     shape_0 = x.shape
     dtype_0 = x.dtype
     shape_1 = residual.shape

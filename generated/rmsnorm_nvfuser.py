@@ -249,6 +249,13 @@ def _no_bucket(hidden_states):
     )
 
 
+def _no_autograd():
+    return RuntimeError(
+        "GptOssRMSNorm (thunder-aot, nvfuser) computes no gradients, and a tensor it got "
+        "requires grad: call it under torch.no_grad() or torch.inference_mode(), or requires_grad_(False) the module"
+    )
+
+
 def _bad_input(name, t):
     got = (
         f"{t.device} tensor, contiguous={t.is_contiguous()}"
@@ -262,6 +269,8 @@ def forward(hidden_states, t_weight):
     """GptOssRMSNorm.forward as a pure function of its inputs, parameters and buffers."""
     if not (hidden_states.is_cuda and hidden_states.is_contiguous()):
         raise _bad_input("hidden_states", hidden_states)
+    if torch.is_grad_enabled() and (hidden_states.requires_grad or t_weight.requires_grad):
+        raise _no_autograd()
     shape_0 = hidden_states.shape
     dtype_0 = hidden_states.dtype
     if dtype_0 is torch.bfloat16 and shape_0 == (1, 15, 2880):

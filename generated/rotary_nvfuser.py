@@ -134,6 +134,13 @@ def _no_bucket(x, cos, sin):
     )
 
 
+def _no_autograd():
+    return RuntimeError(
+        "RotaryEmbedding (thunder-aot, nvfuser) computes no gradients, and a tensor it got "
+        "requires grad: call it under torch.no_grad() or torch.inference_mode(), or requires_grad_(False) the module"
+    )
+
+
 def _bad_input(name, t):
     got = (
         f"{t.device} tensor, contiguous={t.is_contiguous()}"
@@ -151,6 +158,8 @@ def forward(x, cos, sin):
         raise _bad_input("cos", cos)
     if not (sin.is_cuda and sin.is_contiguous()):
         raise _bad_input("sin", sin)
+    if torch.is_grad_enabled() and (x.requires_grad or cos.requires_grad or sin.requires_grad):
+        raise _no_autograd()
     shape_0 = x.shape
     dtype_0 = x.dtype
     shape_1 = cos.shape

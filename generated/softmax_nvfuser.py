@@ -178,6 +178,13 @@ def _no_bucket(scores, mask):
     )
 
 
+def _no_autograd():
+    return RuntimeError(
+        "ScaledMaskedSoftmax (thunder-aot, nvfuser) computes no gradients, and a tensor it got "
+        "requires grad: call it under torch.no_grad() or torch.inference_mode(), or requires_grad_(False) the module"
+    )
+
+
 def _bad_input(name, t):
     got = (
         f"{t.device} tensor, contiguous={t.is_contiguous()}"
@@ -195,6 +202,8 @@ def forward(scores, mask):
         raise _bad_input("scores", scores)
     if not (mask.is_cuda and mask.is_contiguous()):
         raise _bad_input("mask", mask)
+    if torch.is_grad_enabled() and (scores.requires_grad or mask.requires_grad):
+        raise _no_autograd()
     shape_0 = scores.shape
     dtype_0 = scores.dtype
     shape_1 = mask.shape

@@ -182,3 +182,21 @@ def test_hooks_and_module_compile_still_run_through_the_fast_call_path():
     with torch.no_grad():
         compare(source(x), module(x), "with no hooks")
     assert seen == ["local", "global"]
+
+
+def test_nvfuser_modules_refuse_autograd_instead_of_returning_gradient_free_results():
+    text = (ROOT / "generated" / "rmsnorm_nvfuser.py").read_text()
+    assert "if torch.is_grad_enabled() and (hidden_states.requires_grad or t_weight.requires_grad):" in text
+    assert "raise _no_autograd()" in text
+    torch_text = (ROOT / "generated" / "rmsnorm_torch.py").read_text()
+    assert "_no_autograd" not in torch_text  # torch ops carry gradients: nothing to refuse
+
+
+def test_torch_backend_gradients_match_the_source():
+    source = resolve_module("thunder_aot.examples.blocks:gated_mlp").requires_grad_(True)
+    gen = _load("gated_mlp", "torch")
+    aot = gen.GatedMLP.from_module(source)
+    x = torch.randn(9, 256, requires_grad=True)
+    (g_src,) = torch.autograd.grad(source(x).square().sum(), x)
+    (g_aot,) = torch.autograd.grad(aot(x).square().sum(), x)
+    compare(g_src, g_aot, "input gradient")

@@ -94,6 +94,7 @@ class ModuleView:
     prelude_template: str
     requirements: tuple[tuple[str, str], ...]  # (input name, Python test)
     requirement_text: str
+    autograd_test: str  # Python test that gradients are asked for ("" when the backend supports autograd)
     backend_name: str
     needs_cuda: bool
 
@@ -240,6 +241,11 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
             (p.name, backend.input_requirement.format(name=p.name)) for p in user_inputs if backend.input_requirement
         ),
         requirement_text=backend.input_requirement_text,
+        autograd_test=(
+            ""
+            if backend.supports_autograd
+            else "torch.is_grad_enabled() and (" + " or ".join(f"{p.name}.requires_grad" for p in program.inputs) + ")"
+        ),
         backend_name=backend.name,
         needs_cuda=backend.name != "torch",
     )

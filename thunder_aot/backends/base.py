@@ -110,6 +110,8 @@ class Backend:
     #: what every user input must satisfy before dispatch (a Python test on ``{name}``), and its wording
     input_requirement: str = ""
     input_requirement_text: str = ""
+    #: whether gradients flow through the generated code (torch ops do; nvFuser calls do not)
+    supports_autograd: bool = True
 
     def unavailable_reason(self) -> str | None:
         """None when generated modules of this backend can run here, else why not."""

@@ -206,6 +206,7 @@ class NvFuserBackend(Backend):
     verify_device = "cuda"
     input_requirement = "{name}.is_cuda and {name}.is_contiguous()"
     input_requirement_text = "a contiguous CUDA tensor"
+    supports_autograd = False
 
     def unavailable_reason(self) -> str | None:
         import importlib.util
