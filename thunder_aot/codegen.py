@@ -90,7 +90,6 @@ class ModuleView:
     returns_tuple: bool
     fallback: bool
     attributes: tuple[tuple[str, str], ...]  # (attribute path, repr of the exported value)
-    region_template: str
     prelude_template: str
     requirements: tuple[tuple[str, str], ...]  # (input name, Python test)
     requirement_text: str
@@ -235,7 +234,6 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
         returns_tuple=program.returns_tuple,
         fallback=program.fallback,
         attributes=tuple((path, repr(value)) for path, value in program.attributes),
-        region_template=backend.region_template,
         prelude_template=backend.prelude_template,
         requirements=tuple(
             (p.name, backend.input_requirement.format(name=p.name)) for p in user_inputs if backend.input_requirement

@@ -101,8 +101,6 @@ class Backend:
     #: extra import lines the generated module needs (standard library modules, then other lines)
     stdlib_imports: tuple[str, ...] = ()
     imports: tuple[str, ...] = ()
-    #: the template partial that renders one region
-    region_template: str = ""
     #: the device verification runs generated modules on
     verify_device: str = "cpu"
     #: template partial rendered once before the regions ("" for none)

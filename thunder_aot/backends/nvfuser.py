@@ -154,6 +154,7 @@ class TensorDefinition:
 
 @dataclass(frozen=True)
 class NvRegionView:
+    template = "nvfuser_region.py.jinja"
     name: str
     inputs: tuple[TensorDefinition, ...]
     sizes: tuple[Line, ...]  # dynamic sizes read off the input tensors (symbolic definitions)
@@ -202,7 +203,6 @@ class NvFuserBackend(Backend):
     name = "nvfuser"
     prims = frozenset(NV_PRIMS)
     stdlib_imports = ("threading",)
-    region_template = "nvfuser_region.py.jinja"
     verify_device = "cuda"
     input_requirement = "{name}.is_cuda and {name}.is_contiguous()"
     input_requirement_text = "a contiguous CUDA tensor"

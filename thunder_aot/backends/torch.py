@@ -157,6 +157,7 @@ TORCH_PRIMS: dict[str, Callable[[OpContext], str]] = {
 
 @dataclass(frozen=True)
 class TorchRegionView:
+    template = "torch_region.py.jinja"
     name: str
     params: tuple[str, ...]
     device_from: str | None
@@ -181,7 +182,6 @@ class TorchRegionView:
 class TorchBackend(Backend):
     name = "torch"
     prims = frozenset(TORCH_PRIMS)
-    region_template = "torch_region.py.jinja"
 
     def region_view(self, region: Region) -> TorchRegionView:
         specs = {v.name: v.spec for v in region.inputs}
