@@ -73,7 +73,7 @@ def define_bucket0_fusion0(fd: FusionDefinition) -> None:
         is_cpu=False,
         stride_order=[3, 2, 1, 0],
     )
-    mask = fd.define_tensor(
+    mask_ = fd.define_tensor(
         shape=[1, 1, 1, 1],
         contiguity=[None, None, None, None],
         dtype=DataType.Float,
@@ -83,7 +83,7 @@ def define_bucket0_fusion0(fd: FusionDefinition) -> None:
     # thunder_aot/examples/blocks.py:61: probs = torch.softmax(scores.float() * self.scale + mask, dim=-1)
     t0 = fd.ops.cast(scores, DataType.Float)
     t2 = fd.ops.mul(t0, fd.define_scalar(0.125, dtype=DataType.Double))
-    t3 = fd.ops.broadcast_in_dim(mask, [1, 8, 1, 1], [0, 1, 2, 3])
+    t3 = fd.ops.broadcast_in_dim(mask_, [1, 8, 1, 1], [0, 1, 2, 3])
     t4 = fd.ops.add(t2, t3)
     t5 = t4
     t6 = t5
@@ -106,10 +106,10 @@ def define_bucket0_fusion0(fd: FusionDefinition) -> None:
 bucket0_fusion0 = _fusion(define_bucket0_fusion0)
 
 
-def _bucket0(scores, mask):
+def _bucket0(scores, mask_):
     """Bucket 0: 1x8x1x1:bfloat16, 1x1x1x1:float32"""
     # aotFusion0: convert_element_type, mul, broadcast_in_dim, add, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, div, shallow_copy, convert_element_type
-    (t18,) = _run(bucket0_fusion0, [scores, mask])
+    (t18,) = _run(bucket0_fusion0, [scores, mask_])
     return t18
 
 
@@ -121,7 +121,7 @@ def define_bucket1_fusion0(fd: FusionDefinition, S: int) -> None:
         is_cpu=False,
         stride_order=[3, 2, 1, 0],
     )
-    mask = fd.define_tensor(
+    mask_ = fd.define_tensor(
         shape=[1, 1, S, S],
         contiguity=_contiguity([1, 1, S, S]),
         dtype=DataType.Float,
@@ -131,7 +131,7 @@ def define_bucket1_fusion0(fd: FusionDefinition, S: int) -> None:
     # thunder_aot/examples/blocks.py:61: probs = torch.softmax(scores.float() * self.scale + mask, dim=-1)
     t0 = fd.ops.cast(scores, DataType.Float)
     t2 = fd.ops.mul(t0, fd.define_scalar(0.125, dtype=DataType.Double))
-    t3 = fd.ops.broadcast_in_dim(mask, [1, 8, S, S], [0, 1, 2, 3])
+    t3 = fd.ops.broadcast_in_dim(mask_, [1, 8, S, S], [0, 1, 2, 3])
     t4 = fd.ops.add(t2, t3)
     t5 = t4
     t6 = t5
@@ -157,20 +157,20 @@ def define_bucket1_fusion0(fd: FusionDefinition, S: int) -> None:
 bucket1_fusion0: dict[tuple[int, ...], FusionDefinition] = {}
 
 
-def _bucket1(scores, mask, S):
+def _bucket1(scores, mask_, S):
     """Bucket 1: 1x8x[S=2..512]x[S]:bfloat16, 1x1x[S]x[S]:float32"""
     # aotFusion0: convert_element_type, mul, broadcast_in_dim, add, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, broadcast_in_dim, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, broadcast_in_dim, div, shallow_copy, convert_element_type
-    (t20,) = _run(_specialized(bucket1_fusion0, define_bucket1_fusion0, (S,)), [scores, mask])
+    (t20,) = _run(_specialized(bucket1_fusion0, define_bucket1_fusion0, (S,)), [scores, mask_])
     return t20
 
 
-def _no_bucket(scores, mask):
+def _no_bucket(scores, mask_):
     got = ", ".join(
         f"{name} {'x'.join(map(str, t.shape)) if isinstance(t, torch.Tensor) else type(t).__name__}"
         f"{':' + str(t.dtype).removeprefix('torch.') if isinstance(t, torch.Tensor) else ''}"
         for name, t in (
             ("scores", scores),
-            ("mask", mask),
+            ("mask_", mask_),
         )
     )
     return NoBucketError(
@@ -196,25 +196,25 @@ def _bad_input(name, t):
     )
 
 
-def forward(scores, mask):
+def forward(scores, mask_):
     """ScaledMaskedSoftmax.forward as a pure function of its inputs, parameters and buffers."""
     if not (scores.is_cuda and scores.is_contiguous()):
         raise _bad_input("scores", scores)
-    if not (mask.is_cuda and mask.is_contiguous()):
-        raise _bad_input("mask", mask)
-    if torch.is_grad_enabled() and (scores.requires_grad or mask.requires_grad):
+    if not (mask_.is_cuda and mask_.is_contiguous()):
+        raise _bad_input("mask_", mask_)
+    if torch.is_grad_enabled() and (scores.requires_grad or mask_.requires_grad):
         raise _no_autograd()
     shape_0 = scores.shape
     dtype_0 = scores.dtype
-    shape_1 = mask.shape
-    dtype_1 = mask.dtype
+    shape_1 = mask_.shape
+    dtype_1 = mask_.dtype
     if (
         dtype_0 is torch.bfloat16
         and shape_0 == (1, 8, 1, 1)
         and dtype_1 is torch.float32
         and shape_1 == (1, 1, 1, 1)
     ):
-        return _bucket0(scores, mask)
+        return _bucket0(scores, mask_)
     if (
         dtype_0 is torch.bfloat16
         and len(shape_0) == 4
@@ -229,8 +229,8 @@ def forward(scores, mask):
         and shape_1[2] == shape_0[2]
         and shape_1[3] == shape_0[2]
     ):
-        return _bucket1(scores, mask, shape_0[2])
-    raise _no_bucket(scores, mask)
+        return _bucket1(scores, mask_, shape_0[2])
+    raise _no_bucket(scores, mask_)
 
 
 #: torch's registries of hooks that apply to every module (register_module_forward_hook & co.)
@@ -276,7 +276,7 @@ class ScaledMaskedSoftmax(torch.nn.Module):
         module = cls(device="meta")
         return module
 
-    def __call__(self, scores, mask):
+    def __call__(self, scores, mask_):
         # nn.Module.__call__'s generic path costs 1-3 µs a call: take it only when it has work to do
         if (
             self._forward_pre_hooks
@@ -286,8 +286,8 @@ class ScaledMaskedSoftmax(torch.nn.Module):
             or self._compiled_call_impl is not None
             or any(_GLOBAL_MODULE_HOOKS)
         ):
-            return torch.nn.Module.__call__(self, scores, mask)
-        return self.forward(scores, mask)
+            return torch.nn.Module.__call__(self, scores, mask_)
+        return self.forward(scores, mask_)
 
-    def forward(self, scores, mask):
-        return forward(scores, mask)
+    def forward(self, scores, mask_):
+        return forward(scores, mask_)

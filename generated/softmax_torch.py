@@ -28,11 +28,11 @@ BUCKETS = (
 )
 
 
-def bucket0_fusion0(scores, mask):
+def bucket0_fusion0(scores, mask_):
     # thunder_aot/examples/blocks.py:61: probs = torch.softmax(scores.float() * self.scale + mask, dim=-1)
     t0 = scores.to(torch.float32)
     t2 = t0 * 0.125
-    t3 = mask.expand(1, 8, 1, 1)
+    t3 = mask_.expand(1, 8, 1, 1)
     t4 = t2 + t3
     t5 = t4
     t6 = t5
@@ -52,18 +52,18 @@ def bucket0_fusion0(scores, mask):
     return (t18,)
 
 
-def _bucket0(scores, mask):
+def _bucket0(scores, mask_):
     """Bucket 0: 1x8x1x1:bfloat16, 1x1x1x1:float32"""
     # aotFusion0: convert_element_type, mul, broadcast_in_dim, add, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, div, shallow_copy, convert_element_type
-    (t18,) = bucket0_fusion0(scores, mask)
+    (t18,) = bucket0_fusion0(scores, mask_)
     return t18
 
 
-def bucket1_fusion0(scores, mask, S):
+def bucket1_fusion0(scores, mask_, S):
     # thunder_aot/examples/blocks.py:61: probs = torch.softmax(scores.float() * self.scale + mask, dim=-1)
     t0 = scores.to(torch.float32)
     t2 = t0 * 0.125
-    t3 = mask.expand(1, 8, S, S)
+    t3 = mask_.expand(1, 8, S, S)
     t4 = t2 + t3
     t5 = t4
     t6 = t5
@@ -85,20 +85,20 @@ def bucket1_fusion0(scores, mask, S):
     return (t20,)
 
 
-def _bucket1(scores, mask, S):
+def _bucket1(scores, mask_, S):
     """Bucket 1: 1x8x[S=2..512]x[S]:bfloat16, 1x1x[S]x[S]:float32"""
     # aotFusion0: convert_element_type, mul, broadcast_in_dim, add, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, broadcast_in_dim, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, broadcast_in_dim, div, shallow_copy, convert_element_type
-    (t20,) = bucket1_fusion0(scores, mask, S)
+    (t20,) = bucket1_fusion0(scores, mask_, S)
     return t20
 
 
-def _no_bucket(scores, mask):
+def _no_bucket(scores, mask_):
     got = ", ".join(
         f"{name} {'x'.join(map(str, t.shape)) if isinstance(t, torch.Tensor) else type(t).__name__}"
         f"{':' + str(t.dtype).removeprefix('torch.') if isinstance(t, torch.Tensor) else ''}"
         for name, t in (
             ("scores", scores),
-            ("mask", mask),
+            ("mask_", mask_),
         )
     )
     return NoBucketError(
@@ -106,19 +106,19 @@ def _no_bucket(scores, mask):
     )
 
 
-def forward(scores, mask):
+def forward(scores, mask_):
     """ScaledMaskedSoftmax.forward as a pure function of its inputs, parameters and buffers."""
     shape_0 = scores.shape
     dtype_0 = scores.dtype
-    shape_1 = mask.shape
-    dtype_1 = mask.dtype
+    shape_1 = mask_.shape
+    dtype_1 = mask_.dtype
     if (
         dtype_0 is torch.bfloat16
         and shape_0 == (1, 8, 1, 1)
         and dtype_1 is torch.float32
         and shape_1 == (1, 1, 1, 1)
     ):
-        return _bucket0(scores, mask)
+        return _bucket0(scores, mask_)
     if (
         dtype_0 is torch.bfloat16
         and len(shape_0) == 4
@@ -133,8 +133,8 @@ def forward(scores, mask):
         and shape_1[2] == shape_0[2]
         and shape_1[3] == shape_0[2]
     ):
-        return _bucket1(scores, mask, shape_0[2])
-    raise _no_bucket(scores, mask)
+        return _bucket1(scores, mask_, shape_0[2])
+    raise _no_bucket(scores, mask_)
 
 
 #: torch's registries of hooks that apply to every module (register_module_forward_hook & co.)
@@ -180,7 +180,7 @@ class ScaledMaskedSoftmax(torch.nn.Module):
         module = cls(device="meta")
         return module
 
-    def __call__(self, scores, mask):
+    def __call__(self, scores, mask_):
         # nn.Module.__call__'s generic path costs 1-3 µs a call: take it only when it has work to do
         if (
             self._forward_pre_hooks
@@ -190,8 +190,8 @@ class ScaledMaskedSoftmax(torch.nn.Module):
             or self._compiled_call_impl is not None
             or any(_GLOBAL_MODULE_HOOKS)
         ):
-            return torch.nn.Module.__call__(self, scores, mask)
-        return self.forward(scores, mask)
+            return torch.nn.Module.__call__(self, scores, mask_)
+        return self.forward(scores, mask_)
 
-    def forward(self, scores, mask):
-        return forward(scores, mask)
+    def forward(self, scores, mask_):
+        return forward(scores, mask_)

@@ -18,7 +18,7 @@ EXPORTS = [
         "1x8x[S=1..2048]x64:bf16, 1x1x[S]x64:bf16, 1x1x[S]x64:bf16",
     ),
 ]
-BACKENDS = ["nvfuser", "torch"]
+BACKENDS = ["nvfuser", "torch", "triton"]
 
 #: modules whose every op must land in a fusion region (issue 3's coverage list), with shapes
 FULLY_FUSED = [

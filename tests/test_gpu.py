@@ -76,3 +76,40 @@ def test_wrong_device_and_layout_raise_one_clear_error():
         aot(torch.randn(1, 4096, 2880, device="cuda", dtype=torch.bfloat16))
     with pytest.raises(gen.NoBucketError, match="float16"):
         aot(torch.randn(1, 15, 2880, device="cuda", dtype=torch.float16))
+
+
+@pytest.mark.parametrize("stem,source,shapes", EXPORTS, ids=[e[0] for e in EXPORTS])
+def test_triton_matches_eager_writes_every_element_and_replays_in_a_cuda_graph(stem, source, shapes):
+    module = resolve_module(source).eval().cuda()
+    gen = _load(stem, "triton")
+    aot = getattr(gen, type(module).__name__).from_module(module)
+    real_empty = torch.empty
+
+    def poisoned_empty(*args, **kwargs):
+        t = real_empty(*args, **kwargs)
+        return t.fill_(float("nan")) if t.is_floating_point() else t.fill_(-7)
+
+    generator = torch.Generator().manual_seed(torch.seed() >> 1)
+    with torch.no_grad():
+        for bucket in parse_shapes(shapes):
+            for env, inputs in bucket_inputs(bucket, "cuda", generator):
+                expected = module(*inputs)
+                torch.empty = poisoned_empty
+                try:
+                    got = aot(*inputs)
+                finally:
+                    torch.empty = real_empty
+                compare(expected, got, f"{stem} (triton) at {env}")
+            # capture the last inputs' call in a CUDA graph, replay on new values
+            static = [t.clone() for t in inputs]
+            aot(*static)
+            torch.cuda.synchronize()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                out = aot(*static)
+            fresh = [torch.randn_like(t.float()).to(t.dtype) for t in static]
+            for s, f in zip(static, fresh):
+                s.copy_(f)
+            graph.replay()
+            torch.cuda.synchronize()
+            compare(module(*fresh), out, f"{stem} (triton) CUDA graph replay")

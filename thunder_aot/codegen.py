@@ -180,6 +180,9 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
                 regions=tuple(region_views),
             )
         )
+    # a backend's imports and prelude only where one of its own region views needs them (a Triton
+    # module whose regions all fell back to torch ops imports no Triton)
+    uses_backend = any(getattr(v, "uses_backend", False) for b in buckets for v in b.regions)
     first = program.buckets[0]
     spec_of = {v.name: v.spec for v in first.inputs}
     state = []
@@ -216,11 +219,11 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
         docstring=(
             f"{program.class_name} from {program.source}, exported by thunder-aot ({backend.name} backend).\n\n"
             "Import-time cost: none beyond torch"
-            + (" and the backend library" if backend.imports else "")
+            + (" and the backend library" if backend.imports and uses_backend else "")
             + "; Thunder is not imported."
         ),
-        stdlib_imports=backend.stdlib_imports,
-        imports=backend.imports,
+        stdlib_imports=backend.stdlib_imports if uses_backend else (),
+        imports=backend.imports if uses_backend else (),
         class_name=program.class_name,
         inputs=tuple(p.name for p in user_inputs),
         forward_params=tuple(p.name for p in program.inputs),
@@ -234,14 +237,16 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
         returns_tuple=program.returns_tuple,
         fallback=program.fallback,
         attributes=tuple((path, repr(value)) for path, value in program.attributes),
-        prelude_template=backend.prelude_template,
+        prelude_template=backend.prelude_template if uses_backend else "",
         requirements=tuple(
-            (p.name, backend.input_requirement.format(name=p.name)) for p in user_inputs if backend.input_requirement
+            (p.name, backend.input_requirement.format(name=p.name))
+            for p in user_inputs
+            if backend.input_requirement and uses_backend
         ),
         requirement_text=backend.input_requirement_text,
         autograd_test=(
             ""
-            if backend.supports_autograd
+            if backend.supports_autograd or not uses_backend
             else "torch.is_grad_enabled() and (" + " or ".join(f"{p.name}.requires_grad" for p in program.inputs) + ")"
         ),
         backend_name=backend.name,

@@ -45,7 +45,8 @@ from thunder.core.proxies import NumberProxy, TensorProxy
 
 # Names the generated code uses at module level; a traced value with one of these names is renamed.
 RESERVED_NAMES = frozenset(
-    {"torch", "nvfuser", "triton", "tl", "fd", "FusionDefinition", "DataType", "forward", "math", "device"}
+    {"torch", "nvfuser", "nvfuser_direct", "triton", "tl", "fd", "FusionDefinition", "DataType", "forward", "math"}
+    | {"device", "os", "threading", "row", "rows", "cols", "mask", "N", "BLOCK"}  # generated code's own locals
     | set(dir(builtins))
     | set(keyword.kwlist)
 )

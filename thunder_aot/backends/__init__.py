@@ -9,8 +9,9 @@ from thunder_aot.errors import ExportError
 def get_backend(name: str, *, nvfuser_dynamic: str = "specialize", nvfuser_frontend: str = "direct") -> Backend:
     from thunder_aot.backends.nvfuser import NvFuserBackend
     from thunder_aot.backends.torch import TorchBackend
+    from thunder_aot.backends.triton import TritonBackend
 
-    backends: dict[str, type[Backend]] = {b.name: b for b in (NvFuserBackend, TorchBackend)}
+    backends: dict[str, type[Backend]] = {b.name: b for b in (NvFuserBackend, TorchBackend, TritonBackend)}
     if name not in backends:
         raise ExportError(f"unknown backend {name!r}; expected one of: {', '.join(sorted(backends))}")
     if name == "nvfuser":

@@ -155,6 +155,7 @@ class TensorDefinition:
 @dataclass(frozen=True)
 class NvRegionView:
     template = "nvfuser_region.py.jinja"
+    uses_backend = True
     name: str
     inputs: tuple[TensorDefinition, ...]
     sizes: tuple[Line, ...]  # dynamic sizes read off the input tensors (symbolic definitions)

@@ -1,0 +1,56 @@
+"""Run one generated Triton module through Triton's interpreter on CPU and compare it with its
+source at every bucket's edges and inside, with outputs poisoned (NaN) so that an unwritten
+element fails. A script, run in a fresh process by tests/test_triton.py: the interpreter must be
+switched on before Triton is first imported.
+
+    TRITON_INTERPRET=1 python tests/triton_interpreted_check.py rmsnorm
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+assert os.environ.get("TRITON_INTERPRET") == "1", "set TRITON_INTERPRET=1"
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+from tests.examples import EXPORTS  # noqa: E402
+from thunder_aot.resolve import resolve_module  # noqa: E402
+from thunder_aot.shapes import parse_shapes  # noqa: E402
+from thunder_aot.verify import bucket_inputs, compare, load_module_from_text  # noqa: E402
+
+
+def main(stem: str) -> int:
+    _, source, shapes = next(e for e in EXPORTS if e[0] == stem)
+    module = resolve_module(source).eval()
+    gen = load_module_from_text((ROOT / "generated" / f"{stem}_triton.py").read_text(), f"{stem}_triton")
+    aot = getattr(gen, type(module).__name__).from_module(module)
+    real_empty = torch.empty
+
+    def poisoned_empty(*args, **kwargs):
+        t = real_empty(*args, **kwargs)
+        return t.fill_(float("nan")) if t.is_floating_point() else t.fill_(-7)
+
+    generator = torch.Generator().manual_seed(torch.seed() >> 1)
+    checked = 0
+    with torch.no_grad():
+        for bucket in parse_shapes(shapes):
+            for env, inputs in bucket_inputs(bucket, "cpu", generator):
+                expected = module(*inputs)
+                torch.empty = poisoned_empty
+                try:
+                    got = aot(*inputs)
+                finally:
+                    torch.empty = real_empty
+                compare(expected, got, f"{stem} (triton, interpreted) at {env}")
+                checked += 1
+    print(f"ok {stem}: {checked} calls")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
