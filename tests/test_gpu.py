@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from tests.examples import EXPORTS
+from tests.helpers import poisoned_outputs
 from thunder_aot.resolve import resolve_module
 from thunder_aot.shapes import parse_shapes
 from thunder_aot.verify import bucket_inputs, compare, load_module_from_text
@@ -83,22 +84,13 @@ def test_triton_matches_eager_writes_every_element_and_replays_in_a_cuda_graph(s
     module = resolve_module(source).eval().cuda()
     gen = _load(stem, "triton")
     aot = getattr(gen, type(module).__name__).from_module(module)
-    real_empty = torch.empty
-
-    def poisoned_empty(*args, **kwargs):
-        t = real_empty(*args, **kwargs)
-        return t.fill_(float("nan")) if t.is_floating_point() else t.fill_(-7)
-
     generator = torch.Generator().manual_seed(torch.seed() >> 1)
     with torch.no_grad():
         for bucket in parse_shapes(shapes):
             for env, inputs in bucket_inputs(bucket, "cuda", generator):
                 expected = module(*inputs)
-                torch.empty = poisoned_empty
-                try:
+                with poisoned_outputs():
                     got = aot(*inputs)
-                finally:
-                    torch.empty = real_empty
                 compare(expected, got, f"{stem} (triton) at {env}")
             # capture the last inputs' call in a CUDA graph, replay on new values
             static = [t.clone() for t in inputs]

@@ -19,6 +19,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from tests.examples import EXPORTS  # noqa: E402
+from tests.helpers import poisoned_outputs  # noqa: E402
 from thunder_aot.resolve import resolve_module  # noqa: E402
 from thunder_aot.shapes import parse_shapes  # noqa: E402
 from thunder_aot.verify import bucket_inputs, compare, load_module_from_text  # noqa: E402
@@ -29,23 +30,14 @@ def main(stem: str) -> int:
     module = resolve_module(source).eval()
     gen = load_module_from_text((ROOT / "generated" / f"{stem}_triton.py").read_text(), f"{stem}_triton")
     aot = getattr(gen, type(module).__name__).from_module(module)
-    real_empty = torch.empty
-
-    def poisoned_empty(*args, **kwargs):
-        t = real_empty(*args, **kwargs)
-        return t.fill_(float("nan")) if t.is_floating_point() else t.fill_(-7)
-
     generator = torch.Generator().manual_seed(torch.seed() >> 1)
     checked = 0
     with torch.no_grad():
         for bucket in parse_shapes(shapes):
             for env, inputs in bucket_inputs(bucket, "cpu", generator):
                 expected = module(*inputs)
-                torch.empty = poisoned_empty
-                try:
+                with poisoned_outputs():
                     got = aot(*inputs)
-                finally:
-                    torch.empty = real_empty
                 compare(expected, got, f"{stem} (triton, interpreted) at {env}")
                 checked += 1
     print(f"ok {stem}: {checked} calls")

@@ -84,6 +84,22 @@ def source_comments(ops) -> list[str]:
     return comments
 
 
+class PythonFunctionRegion:
+    """Mixin for region views rendered as a Python function ``name(*params) -> returns``."""
+
+    name: str
+    params: tuple[str, ...]
+    returns: tuple[str, ...]
+
+    @property
+    def call_expr(self) -> str:
+        return f"{self.name}({', '.join(self.params)})"
+
+    @property
+    def return_text(self) -> str:
+        return ", ".join(self.returns) + ("," if len(self.returns) == 1 else "")
+
+
 @dataclass(frozen=True)
 class Line:
     """One emitted statement with the comment that ties it to the user's source."""

@@ -6,7 +6,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from thunder_aot.backends.base import Backend, Line, region_dims, render_arg, render_dim, source_comments, uses_device
+from thunder_aot.backends.base import (
+    Backend,
+    Line,
+    PythonFunctionRegion,
+    region_dims,
+    render_arg,
+    render_dim,
+    source_comments,
+    uses_device,
+)
 from thunder_aot.model import Const, PrimOp, Ref, Region, Seq, TensorSpec
 
 INTEGER_DTYPES = {"int8", "int16", "int32", "int64", "uint8", "bool"}
@@ -156,25 +165,13 @@ TORCH_PRIMS: dict[str, Callable[[OpContext], str]] = {
 
 
 @dataclass(frozen=True)
-class TorchRegionView:
+class TorchRegionView(PythonFunctionRegion):
     template = "torch_region.py.jinja"
     name: str
     params: tuple[str, ...]
     device_from: str | None
     lines: tuple[Line, ...]
     returns: tuple[str, ...]
-
-    @property
-    def call_args(self) -> tuple[str, ...]:
-        return self.params
-
-    @property
-    def call_expr(self) -> str:
-        return f"{self.name}({', '.join(self.params)})"
-
-    @property
-    def return_text(self) -> str:
-        return ", ".join(self.returns) + ("," if len(self.returns) == 1 else "")
 
 
 

@@ -16,7 +16,7 @@ import enum
 import os
 from dataclasses import dataclass
 
-from thunder_aot.backends.base import Backend, Line, source_comments
+from thunder_aot.backends.base import Backend, Line, PythonFunctionRegion, source_comments
 from thunder_aot.backends.torch import TorchBackend
 from thunder_aot.model import Const, DType, PrimOp, Ref, Region, TensorSpec, Value
 
@@ -180,7 +180,7 @@ class KernelArg:
 
 
 @dataclass(frozen=True)
-class TritonRegionView:
+class TritonRegionView(PythonFunctionRegion):
     template = "triton_region.py.jinja"
     uses_backend = True
     name: str
@@ -196,14 +196,6 @@ class TritonRegionView:
     block: int
     num_warps: int
     returns: tuple[str, ...]
-
-    @property
-    def call_expr(self) -> str:
-        return f"{self.name}({', '.join(self.params)})"
-
-    @property
-    def return_text(self) -> str:
-        return ", ".join(self.returns) + ("," if len(self.returns) == 1 else "")
 
     @property
     def launch_tuple(self) -> str:
