@@ -11,6 +11,7 @@ Import-time cost: none beyond torch and the backend library; Thunder is not impo
 
 from __future__ import annotations
 
+import itertools
 import threading
 
 import torch
@@ -202,6 +203,26 @@ class GeluGate(torch.nn.Module):
                 )
         module = cls(device="meta")
         return module
+
+    #: per bucket: its dynamic dims with their ranges, and its inputs' shapes and dtypes in them
+    WARMUP = (({"s0": (1, 2048)}, lambda s0: [((s0, 2048), torch.bfloat16)]),)
+
+    def warmup(self, device: torch.device | str | None = None, **sizes: list[int]) -> int:
+        """Call every bucket once per size (default: each dynamic dim at its edges; pass e.g.
+        ``s0=[1, 15, 128]`` to choose), so that kernels are recorded and compiled before serving.
+        Returns the number of calls made."""
+        device = device if device is not None else next(iter(self.state_dict().values())).device
+        calls = 0
+        for ranges, make_inputs in self.WARMUP:
+            choices = [sizes.get(name, bounds) for name, bounds in ranges.items()]
+            for values in itertools.product(*choices):
+                if not all(lo <= v <= hi for v, (lo, hi) in zip(values, ranges.values())):
+                    continue
+                args = [torch.randn(shape, device=device).to(dtype) for shape, dtype in make_inputs(*values)]
+                with torch.no_grad():
+                    self(*args)
+                calls += 1
+        return calls
 
     def __call__(self, gate_up):
         # nn.Module.__call__'s generic path costs 1-3 µs a call: take it only when it has work to do

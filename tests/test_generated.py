@@ -200,3 +200,19 @@ def test_torch_backend_gradients_match_the_source():
     (g_src,) = torch.autograd.grad(source(x).square().sum(), x)
     (g_aot,) = torch.autograd.grad(aot(x).square().sum(), x)
     compare(g_src, g_aot, "input gradient")
+
+
+def test_warmup_calls_every_bucket_at_its_edges_or_the_sizes_asked_for():
+    gen = _load("rmsnorm", "torch")
+    module = gen.GptOssRMSNorm.from_module(resolve_module("thunder_aot.examples.gpt_oss:rmsnorm"))
+    seen = []
+    original = gen.forward
+    gen.forward = lambda x, w: seen.append(tuple(x.shape)) or original(x, w)
+    try:
+        assert module.warmup() == 5  # three exact buckets, the dynamic one at 1 and 2048
+        assert seen[-2:] == [(1, 1, 2880), (1, 2048, 2880)]
+        seen.clear()
+        assert module.warmup(s0=[7, 4096]) == 4  # 4096 lies outside the bucket: skipped
+        assert (1, 7, 2880) in seen and (1, 4096, 2880) not in seen
+    finally:
+        gen.forward = original

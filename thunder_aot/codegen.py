@@ -15,7 +15,7 @@ import black
 import jinja2
 
 from thunder_aot import __version__
-from thunder_aot.backends.base import Backend, Line, ops_use_device, render_arg
+from thunder_aot.backends.base import Backend, Line, ops_use_device, render_arg, render_dim
 from thunder_aot.model import BucketProgram, Program, ProgramInput, Region, SymDim, TorchCall
 from thunder_aot.shapes import format_bucket
 
@@ -44,6 +44,16 @@ class InputCheck:
     """The dispatch test for one user input in one bucket, and the dims it binds."""
 
     condition: str
+
+
+@dataclass(frozen=True)
+class WarmupEntry:
+    """One bucket for warmup(): its dynamic dims with their ranges, and its inputs' shapes and dtypes
+    as Python text in those dims."""
+
+    ranges: str  # '{"s0": (1, 2048)}'
+    params: str  # "s0"
+    inputs: str  # "[((1, s0, 2880), torch.bfloat16)]"
 
 
 @dataclass(frozen=True)
@@ -90,6 +100,7 @@ class ModuleView:
     returns_tuple: bool
     fallback: bool
     attributes: tuple[tuple[str, str], ...]  # (attribute path, repr of the exported value)
+    warmup: tuple[WarmupEntry, ...]
     prelude_template: str
     requirements: tuple[tuple[str, str], ...]  # (input name, Python test)
     requirement_text: str
@@ -140,6 +151,15 @@ def _step_lines(program: BucketProgram, region_calls: dict[str, str]) -> tuple[L
             args = [render_arg(a) for a in step.args] + [f"{k}={render_arg(v)}" for k, v in step.kwargs]
             lines.append(Line(f"{targets} = {step.target}({', '.join(args)})", _call_comment(step)))
     return tuple(lines)
+
+
+def _warmup_entry(bp: BucketProgram) -> WarmupEntry:
+    ranges = "{" + ", ".join(f'"{r.name}": ({r.lo}, {r.hi})' for r in bp.bucket.dims) + "}"
+    shapes = []
+    for spec in bp.bucket.inputs:
+        dims = ", ".join(render_dim(d) for d in spec.shape)
+        shapes.append(f"(({dims}{',' if len(spec.shape) == 1 else ''}), torch.{spec.dtype})")
+    return WarmupEntry(ranges, ", ".join(r.name for r in bp.bucket.dims), "[" + ", ".join(shapes) + "]")
 
 
 def _state_lookup(p: ProgramInput) -> str:
@@ -237,6 +257,7 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
         returns_tuple=program.returns_tuple,
         fallback=program.fallback,
         attributes=tuple((path, repr(value)) for path, value in program.attributes),
+        warmup=tuple(_warmup_entry(bp) for bp in program.buckets),
         prelude_template=backend.prelude_template if uses_backend else "",
         requirements=tuple(
             (p.name, backend.input_requirement.format(name=p.name))
