@@ -105,3 +105,17 @@ def test_triton_matches_eager_writes_every_element_and_replays_in_a_cuda_graph(s
             graph.replay()
             torch.cuda.synchronize()
             compare(module(*fresh), out, f"{stem} (triton) CUDA graph replay")
+
+
+@pytest.mark.parametrize("backend", ["nvfuser", "triton"])
+def test_inputs_on_the_second_gpu(backend):
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs (the nvidia-h200-x2 machine)")
+    module = resolve_module("thunder_aot.examples.gpt_oss:rmsnorm").to("cuda:1")
+    aot = _load("rmsnorm", backend).GptOssRMSNorm.from_module(module)
+    for tokens in (15, 100):
+        x = torch.randn(1, tokens, 2880, device="cuda:1", dtype=torch.bfloat16)
+        with torch.no_grad():
+            got = aot(x)
+            assert got.device == x.device
+            compare(module(x), got, f"{backend} on cuda:1 at {tokens}")
