@@ -40,13 +40,6 @@ def environment() -> jinja2.Environment:
 
 
 @dataclass(frozen=True)
-class InputCheck:
-    """The dispatch test for one user input in one bucket, and the dims it binds."""
-
-    condition: str
-
-
-@dataclass(frozen=True)
 class WarmupEntry:
     """One bucket for warmup(): its dynamic dims with their ranges, and its inputs' shapes and dtypes
     as Python text in those dims."""
@@ -118,7 +111,7 @@ def _conditions(program: BucketProgram, user_inputs: list[ProgramInput]) -> tupl
         shape_var = f"shape_{i}"
         parts.append(f"dtype_{i} is torch.{spec.dtype}")
         if all(isinstance(d, int) for d in spec.shape):
-            parts.append(f"{shape_var} == {tuple(spec.shape)!r}".replace(",)", ",)"))
+            parts.append(f"{shape_var} == {tuple(spec.shape)!r}")
             continue
         parts.append(f"len({shape_var}) == {len(spec.shape)}")
         for axis, dim in enumerate(spec.shape):

@@ -226,7 +226,6 @@ def build_program(request: ExportRequest, progress: Progress) -> tuple[Program, 
         inputs=tuple(program_inputs),
         buckets=tuple(programs),
         returns_tuple=returns_tuple,
-        output_count=len(programs[0].outputs),
         fallback=request.fallback,
         attributes=tuple(sorted(attributes.items())),
     )

@@ -9,7 +9,7 @@ dimension (times a constant), so that one program serves every shape in its buck
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Union
 
 
@@ -200,7 +200,5 @@ class Program:
     inputs: tuple[ProgramInput, ...]
     buckets: tuple[BucketProgram, ...]  # in dispatch order: most specific first
     returns_tuple: bool
-    output_count: int
     fallback: bool = False  # a shape outside every bucket runs the source module's eager code path
     attributes: tuple[tuple[str, object], ...] = ()  # settings baked in at export, checked by from_module
-    notes: tuple[str, ...] = field(default=())

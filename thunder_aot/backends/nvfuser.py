@@ -92,9 +92,6 @@ class NvOp:
     def kw(self, name: str, *, inline: bool = False) -> str:
         return nv_arg(dict(self.op.kwargs)[name], inline=inline, specialized=self.specialized)
 
-    def is_int(self, i: int) -> bool:
-        return self.op.outputs[0].spec.dtype in INTEGER_DTYPES
-
 
 def _ops(name: str, arity: int) -> Callable[[NvOp], str]:
     return lambda c: f"fd.ops.{name}({', '.join(c.a(i) for i in range(arity))})"

@@ -174,12 +174,6 @@ class RowProgram:
 
 
 @dataclass(frozen=True)
-class KernelArg:
-    name: str  # parameter of the kernel (pointer)
-    value: str  # host expression passed for it
-
-
-@dataclass(frozen=True)
 class TritonRegionView(PythonFunctionRegion):
     template = "triton_region.py.jinja"
     uses_backend = True
