@@ -53,12 +53,23 @@ def _contiguity(shape: list[int]) -> list[bool | None]:
     return [None if size == 1 else True for size in shape]
 
 
+#: id(fd) -> nvFuser's executor cache, once fd's first execute (which compiles) has finished
+_READY: dict[int, object] = {}
+_FIRST_EXECUTE_LOCK = threading.Lock()
+
+
 def _run(fd: FusionDefinition, inputs: list) -> list[torch.Tensor]:
     """``fd.execute(inputs)``; after the first call, straight to nvFuser's executor cache that
-    execute() created (skipping execute's Python checks: ~1 µs per call on the GPU machine)."""
-    cache = getattr(fd, "fec", None)
-    if cache is None:  # first call: execute() validates the definition and builds the cache
-        return fd.execute(inputs)
+    execute() created (skipping execute's Python checks: ~1 µs per call on the GPU machine).
+    First calls run one at a time, so two threads never compile the same definition at once."""
+    cache = _READY.get(id(fd))
+    if cache is None:
+        with _FIRST_EXECUTE_LOCK:
+            cache = _READY.get(id(fd))
+            if cache is None:
+                outputs = fd.execute(inputs)
+                _READY[id(fd)] = fd.fec
+                return outputs
     return cache.execute(inputs)
 
 
@@ -150,12 +161,29 @@ def _bad_input(name, t):
     return ValueError(f"ResidualRMSNorm (thunder-aot): {name} must be a contiguous CUDA tensor; got a {got}")
 
 
+def _bad_state(path, t, expected, device):
+    got = f"{str(t.dtype).removeprefix('torch.')} tensor of shape {'x'.join(map(str, t.shape)) or 'scalar'} on {t.device}, contiguous={t.is_contiguous()}"
+    return ValueError(
+        f"ResidualRMSNorm (thunder-aot): {path} must be {expected} ({device}); got a {got}"
+        " (was the module converted after export? re-export for other dtypes)"
+    )
+
+
 def forward(x, residual, t_norm_weight):
     """ResidualRMSNorm.forward as a pure function of its inputs, parameters and buffers."""
-    if not (x.is_cuda and x.is_contiguous()):
+    if not (isinstance(x, torch.Tensor) and x.is_cuda and x.is_contiguous()):
         raise _bad_input("x", x)
-    if not (residual.is_cuda and residual.is_contiguous()):
+    if not (isinstance(residual, torch.Tensor) and residual.is_cuda and residual.is_contiguous()):
         raise _bad_input("residual", residual)
+    if not (
+        t_norm_weight.dtype is torch.float32
+        and t_norm_weight.get_device() == x.get_device()
+        and t_norm_weight.shape == (2880,)
+        and t_norm_weight.is_contiguous()
+    ):
+        raise _bad_state(
+            "norm.weight", t_norm_weight, "a contiguous float32 tensor of shape 2880 on x's device", x.device
+        )
     if torch.is_grad_enabled() and (x.requires_grad or residual.requires_grad or t_norm_weight.requires_grad):
         raise _no_autograd()
     shape_0 = x.shape

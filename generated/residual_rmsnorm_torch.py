@@ -73,8 +73,21 @@ def _no_bucket(x, residual):
     )
 
 
+def _bad_input(name, t):
+    got = (
+        f"{t.device} tensor, contiguous={t.is_contiguous()}"
+        if isinstance(t, torch.Tensor)
+        else type(t).__name__
+    )
+    return ValueError(f"ResidualRMSNorm (thunder-aot): {name} must be a tensor; got a {got}")
+
+
 def forward(x, residual, t_norm_weight):
     """ResidualRMSNorm.forward as a pure function of its inputs, parameters and buffers."""
+    if not (isinstance(x, torch.Tensor)):
+        raise _bad_input("x", x)
+    if not (isinstance(residual, torch.Tensor)):
+        raise _bad_input("residual", residual)
     shape_0 = x.shape
     dtype_0 = x.dtype
     shape_1 = residual.shape

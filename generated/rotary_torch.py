@@ -73,8 +73,23 @@ def _no_bucket(x, cos, sin):
     )
 
 
+def _bad_input(name, t):
+    got = (
+        f"{t.device} tensor, contiguous={t.is_contiguous()}"
+        if isinstance(t, torch.Tensor)
+        else type(t).__name__
+    )
+    return ValueError(f"RotaryEmbedding (thunder-aot): {name} must be a tensor; got a {got}")
+
+
 def forward(x, cos, sin):
     """RotaryEmbedding.forward as a pure function of its inputs, parameters and buffers."""
+    if not (isinstance(x, torch.Tensor)):
+        raise _bad_input("x", x)
+    if not (isinstance(cos, torch.Tensor)):
+        raise _bad_input("cos", cos)
+    if not (isinstance(sin, torch.Tensor)):
+        raise _bad_input("sin", sin)
     shape_0 = x.shape
     dtype_0 = x.dtype
     shape_1 = cos.shape

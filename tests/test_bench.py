@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from tests.helpers import run_cli
-from thunder_aot.bench import Measurement, Report, points_for, write_reports
+from thunder_aot.bench import Measurement, Report, points_for, write_markdown, write_reports
 from thunder_aot.shapes import parse_shapes
 
 
@@ -30,6 +30,7 @@ def test_bench_on_cpu_times_what_runs_and_says_what_it_skipped(tmp_path):
     assert len(data["measurements"]) == 6 and all(m["us_per_call"] > 0 for m in data["measurements"])
     assert set(data["skipped"]) >= {"thunder-aot(nvfuser)", "torch.compile", "thunderfx", "FD.execute", "FDWrapper"}
     assert "skipped torch.compile: not run on CPU" in result.stderr
+    assert "GptOssRMSNorm" in result.stdout and "thunder-aot(torch)" in result.stdout  # the Compare table
     md = (out / "bench.md").read_text()
     assert "| 1x16x2880 |" in md and "Skipped:" in md and "thunder-aot bench thunder_aot.examples.gpt_oss:rmsnorm" in md
     assert (out / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -53,3 +54,23 @@ def test_report_writers_with_device_rows(tmp_path):
     assert "- FD.execute: needs nvFuser" in md
     assert json.loads((tmp_path / "bench.json").read_text())["copy_gb_per_s"] == 4000.0
     assert [p.name for p in paths] == ["bench.json", "bench.md", "bench.png"]
+
+
+def test_ratios_against_floors_and_baselines(tmp_path):
+    report = Report(
+        title="T", command="c", device="GPU", versions={}, points=["1x1x8"],
+        systems=["Eager", "torch.compile", "FD.execute", "thunder-aot(nvfuser)", "bare launch(nvfuser)",
+                 "thunder-aot(triton)", "bare launch(triton)"],
+    )
+    report.measurements = [
+        Measurement("Eager", "1x1x8", 1, 80.0), Measurement("torch.compile", "1x1x8", 1, 50.0),
+        Measurement("FD.execute", "1x1x8", 1, 10.0), Measurement("thunder-aot(nvfuser)", "1x1x8", 1, 11.0),
+        Measurement("bare launch(nvfuser)", "1x1x8", 1, 10.0), Measurement("thunder-aot(triton)", "1x1x8", 1, 6.0),
+        Measurement("bare launch(triton)", "1x1x8", 1, 5.0),
+    ]
+    write_markdown(report, tmp_path / "bench.md")
+    md = (tmp_path / "bench.md").read_text()
+    header = next(line for line in md.splitlines() if "thunder-aot(nvfuser) / bare launch(nvfuser)" in line)
+    assert "thunder-aot(triton) / FD.execute" not in header  # Thunder's FD is nvFuser's floor only
+    row = next(line for line in md.splitlines() if line.startswith("| 1x1x8 | 1.10 |"))
+    assert row == "| 1x1x8 | 1.10 | 1.10 | 0.22 | 0.14 | 1.20 | 0.12 | 0.07 |"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import sys
 from pathlib import Path
 
@@ -18,8 +19,21 @@ ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.gpu
 
 
-def _load(stem: str, backend: str):
-    return load_module_from_text((ROOT / "generated" / f"{stem}_{backend}.py").read_text(), f"gen_{stem}_{backend}")
+def _load(stem: str, backend: str, name: str = ""):
+    """Load generated/<stem>_<backend>.py; a new ``name`` gives a fresh copy (empty kernel caches)."""
+    return load_module_from_text((ROOT / "generated" / f"{stem}_{backend}.py").read_text(), name or f"gen_{stem}_{backend}")
+
+
+def eager(module, inputs):
+    """The source module in eager mode. CUDA's layer_norm refuses a bf16 input with fp32 weights
+    (CPU's, and Thunder's decomposition, accept it): then the source runs on the CPU."""
+    try:
+        return module(*inputs)
+    except RuntimeError as e:
+        if "expected scalar type" not in str(e):
+            raise
+        out = copy.deepcopy(module).cpu()(*[t.cpu() for t in inputs])
+        return out.cuda() if isinstance(out, torch.Tensor) else type(out)(o.cuda() for o in out)
 
 
 @pytest.mark.parametrize("stem,source,shapes", EXPORTS, ids=[e[0] for e in EXPORTS])
@@ -38,7 +52,7 @@ def test_nvfuser_matches_eager_and_thunder(stem, source, shapes):
             for env, inputs in bucket_inputs(bucket, "cuda", generator):
                 where = f"{stem} at {env or [tuple(t.shape) for t in inputs]}"
                 got = aot(*inputs)
-                compare(module(*inputs), got, f"{where} vs eager")
+                compare(eager(module, inputs), got, f"{where} vs eager")
                 compare(jitted(*inputs), got, f"{where} vs thunder.jit(nvFuser)")
                 checked += 1
     assert checked >= 3
@@ -88,7 +102,7 @@ def test_triton_matches_eager_writes_every_element_and_replays_in_a_cuda_graph(s
     with torch.no_grad():
         for bucket in parse_shapes(shapes):
             for env, inputs in bucket_inputs(bucket, "cuda", generator):
-                expected = module(*inputs)
+                expected = eager(module, inputs)
                 with poisoned_outputs():
                     got = aot(*inputs)
                 compare(expected, got, f"{stem} (triton) at {env}")
@@ -104,7 +118,7 @@ def test_triton_matches_eager_writes_every_element_and_replays_in_a_cuda_graph(s
                 s.copy_(f)
             graph.replay()
             torch.cuda.synchronize()
-            compare(module(*fresh), out, f"{stem} (triton) CUDA graph replay")
+            compare(eager(module, fresh), out, f"{stem} (triton) CUDA graph replay")
 
 
 @pytest.mark.parametrize("backend", ["nvfuser", "triton"])
@@ -119,3 +133,131 @@ def test_inputs_on_the_second_gpu(backend):
             got = aot(x)
             assert got.device == x.device
             compare(module(x), got, f"{backend} on cuda:1 at {tokens}")
+
+
+@pytest.mark.parametrize("backend", ["nvfuser", "triton"])
+def test_first_calls_from_many_threads_at_once(backend):
+    """Per-size FusionDefinitions / per-device Triton compiles are created lazily: eight threads
+    making their first calls at once (four sizes, two threads each) all get right results."""
+    import threading
+
+    gen = _load("rmsnorm", backend, f"gen_rmsnorm_{backend}_threads")  # fresh, empty caches
+    module = resolve_module("thunder_aot.examples.gpt_oss:rmsnorm").cuda()
+    aot = gen.GptOssRMSNorm.from_module(module)
+    sizes = [3, 77, 500, 1999] * 2
+    inputs = [torch.randn(1, s, 2880, device="cuda", dtype=torch.bfloat16) for s in sizes]
+    results: list = [None] * len(sizes)
+    barrier = threading.Barrier(len(sizes))
+
+    def call(i):
+        barrier.wait()
+        with torch.no_grad():
+            results[i] = aot(inputs[i])
+        torch.cuda.synchronize()
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(len(sizes))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    with torch.no_grad():
+        for x, got in zip(inputs, results):
+            assert got is not None, "a thread failed"
+            compare(module(x), got, f"{backend} first call from a thread at {tuple(x.shape)}")
+
+
+@pytest.mark.parametrize("backend", ["nvfuser", "triton"])
+def test_unaligned_inputs(backend):
+    """A contiguous view at an odd offset: Triton specialises pointers on 16-byte alignment, so an
+    unaligned input needs its own compiled kernel; nvFuser checks vectorisation at run time."""
+    gen = _load("rmsnorm", backend, f"gen_rmsnorm_{backend}_unaligned")
+    module = resolve_module("thunder_aot.examples.gpt_oss:rmsnorm").cuda()
+    aot = gen.GptOssRMSNorm.from_module(module)
+    with torch.no_grad():
+        for tokens in (15, 100, 2048):
+            aligned = torch.randn(1, tokens, 2880, device="cuda", dtype=torch.bfloat16)
+            buffer = torch.randn(tokens * 2880 + 1, device="cuda", dtype=torch.bfloat16)
+            unaligned = buffer[1:].view(1, tokens, 2880)
+            assert unaligned.is_contiguous() and unaligned.data_ptr() % 16
+            for x in (aligned, unaligned, aligned):  # both variants, in turn
+                compare(module(x), aot(x), f"{backend} at {tokens} tokens, data_ptr % 16 = {x.data_ptr() % 16}")
+
+
+def _with_weight(aot, weight, x):
+    saved = aot._parameters["weight"]
+    aot._parameters["weight"] = torch.nn.Parameter(weight, requires_grad=False)
+    try:
+        with torch.no_grad():
+            return aot(x)
+    finally:
+        aot._parameters["weight"] = saved
+
+
+def _adversarial_calls(gen, aot):
+    """(what, call, exception type, message fragment) for inputs that a raw kernel launch would
+    trust: each must raise one clear error before any kernel runs."""
+    x = torch.randn(1, 15, 2880, device="cuda", dtype=torch.bfloat16)
+    weight = aot.weight.detach()
+
+    def bf16(*shape):
+        return torch.randn(*shape, device="cuda", dtype=torch.bfloat16)
+
+    return [
+        ("CPU input", lambda: aot(x.cpu()), ValueError, "contiguous CUDA tensor"),
+        ("transposed view", lambda: aot(bf16(1, 2880, 15).transpose(1, 2)), ValueError, "contiguous"),
+        ("strided slice", lambda: aot(bf16(1, 30, 2880)[:, ::2]), ValueError, "contiguous"),
+        ("float16", lambda: aot(x.half()), gen.NoBucketError, "float16"),
+        ("float32", lambda: aot(x.float()), gen.NoBucketError, "float32"),
+        ("rank 2", lambda: aot(x[0]), gen.NoBucketError, "15x2880"),
+        ("rank 4", lambda: aot(x[None]), gen.NoBucketError, "1x1x15x2880"),
+        ("past the last bucket", lambda: aot(bf16(1, 2049, 2880)), gen.NoBucketError, "1x2049x2880"),
+        ("zero tokens", lambda: aot(bf16(1, 0, 2880)), gen.NoBucketError, "1x0x2880"),
+        ("hidden size", lambda: aot(bf16(1, 15, 2048)), gen.NoBucketError, "1x15x2048"),
+        ("batch 2", lambda: aot(bf16(2, 15, 2880)), gen.NoBucketError, "2x15x2880"),
+        ("not a tensor", lambda: aot([1.0, 2.0]), ValueError, "got a list"),
+        ("two arguments", lambda: aot(x, x), TypeError, "argument"),
+        ("requires grad", lambda: aot(x.clone().requires_grad_()), RuntimeError, "torch.no_grad"),
+        ("fp16 weight", lambda: _with_weight(aot, weight.half(), x), ValueError, "float32 tensor of shape 2880"),
+        ("CPU weight", lambda: _with_weight(aot, weight.cpu(), x), ValueError, "hidden_states's device"),
+        ("short weight", lambda: _with_weight(aot, weight[:2000], x), ValueError, "shape 2880"),
+        ("strided weight", lambda: _with_weight(aot, torch.randn(5760, device="cuda")[::2], x), ValueError, "contiguous"),
+    ]
+
+
+@pytest.mark.parametrize("backend", ["nvfuser", "triton"])
+def test_adversarial_inputs_raise_one_clear_error_and_leave_the_gpu_healthy(backend):
+    gen = _load("rmsnorm", backend)
+    module = resolve_module("thunder_aot.examples.gpt_oss:rmsnorm").cuda()
+    aot = gen.GptOssRMSNorm.from_module(module)
+    for what, call, error, fragment in _adversarial_calls(gen, aot):
+        with pytest.raises(error) as info:
+            call()
+        message = str(info.value)
+        assert fragment in message, f"{what}: {message}"
+        assert "\n" not in message.strip(), f"{what}: not one line: {message}"
+        torch.cuda.synchronize()  # no kernel ran on bad input, so no asynchronous fault either
+    x = torch.randn(1, 33, 2880, device="cuda", dtype=torch.bfloat16)
+    with torch.no_grad():
+        compare(module(x), aot(x), f"{backend} after the adversarial calls")
+
+
+def test_triton_kernels_under_compute_sanitizer_memcheck():
+    """Every Triton kernel of the bundled examples, at bucket edges and inside, aligned and not,
+    under compute-sanitizer's memcheck (PyTorch's caching allocator off, so that an out-of-bounds
+    access lands outside any allocation)."""
+    import os
+    import shutil
+    import subprocess
+
+    sanitizer = shutil.which("compute-sanitizer")
+    if sanitizer is None:
+        pytest.skip("compute-sanitizer is not on PATH")
+    env = {**os.environ, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
+    command = [sanitizer, "--tool", "memcheck", "--leak-check", "no", "--error-exitcode", "3"]
+    out = subprocess.run(
+        [*command, sys.executable, str(ROOT / "tests" / "triton_memcheck.py")],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
+    )
+    log = out.stdout + out.stderr
+    assert out.returncode == 0 and "ERROR SUMMARY: 0 errors" in log, log[-4000:]
+    assert "calls checked" in log, log[-4000:]

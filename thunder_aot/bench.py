@@ -115,6 +115,53 @@ def copy_bandwidth_gb_per_s(nbytes: int = 1 << 30) -> float:
     return 2 * src.numel() / (us * 1e-6) / 1e9
 
 
+def bare_launches(aot: torch.nn.Module, inputs: list[torch.Tensor]) -> Call | None:
+    """The generated module's kernels alone: records the backend calls one forward makes and
+    returns a function that replays them with nothing around them (nvFuser: ``fd.execute`` of each
+    FusionDefinition; Triton: ``CompiledKernel.run`` into the same output buffers) — the floor the
+    module's per-call overhead is measured against. None when the module launches no kernel."""
+    generated = sys.modules[type(aot).__module__]
+    recorded: list[tuple] = []
+    if hasattr(generated, "_launch"):  # triton
+        real, name = generated._launch, "_launch"
+
+        def record(kernel, rows, args, n, block, num_warps):
+            real(kernel, rows, args, n, block, num_warps)
+            recorded.append((kernel, rows, args, n, block))
+    elif hasattr(generated, "_run"):  # nvfuser
+        real, name = generated._run, "_run"
+
+        def record(fd, args):
+            recorded.append((fd, args))
+            return real(fd, args)
+    else:
+        return None
+    setattr(generated, name, record)
+    try:
+        with torch.no_grad():
+            aot(*inputs)
+    finally:
+        setattr(generated, name, real)
+    if not recorded:
+        return None
+    if name == "_run":
+        calls = [(fd.execute, args) for fd, args in recorded]
+        if len(calls) == 1:
+            (execute, args), = calls
+            return lambda: execute(args)
+        return lambda: [execute(args) for execute, args in calls]
+    launches = []
+    for kernel, rows, args, n, block in recorded:
+        aligned = not any(a.data_ptr() % 16 for a in args)
+        compiled = generated._COMPILED[(kernel, args[0].device.index, aligned)]
+        stream = torch.cuda.current_stream(args[0].device).cuda_stream
+        launches.append((compiled.run, (rows, 1, 1, stream, compiled.function, compiled.packed_metadata, None, None, None, *args, n, block)))
+    if len(launches) == 1:
+        (run, run_args), = launches
+        return lambda: run(*run_args)
+    return lambda: [run(*run_args) for run, run_args in launches]
+
+
 def io_bytes(inputs: list[torch.Tensor], outputs: object, state: list[torch.Tensor]) -> int:
     outs = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
     return sum(t.numel() * t.element_size() for t in [*inputs, *state, *outs])
@@ -135,6 +182,17 @@ def write_markdown(report: Report, path: Path) -> None:
             m = report.value(system, point)
             cells.append("" if m is None else f"{m.us_per_call:.1f}")
         lines.append(f"| {point} | " + " | ".join(cells) + " |")
+    ratio_columns = ratio_pairs(report)
+    if ratio_columns:
+        lines += ["", "Ratios of per-call times (lower is better for the first system named):", "",
+                  "| shape | " + " | ".join(f"{a} / {b}" for a, b in ratio_columns) + " |",
+                  "|---" * (len(ratio_columns) + 1) + "|"]
+        for point in report.points:
+            cells = []
+            for a, b in ratio_columns:
+                ma, mb = report.value(a, point), report.value(b, point)
+                cells.append(f"{ma.us_per_call / mb.us_per_call:.2f}" if ma and mb else "")
+            lines.append(f"| {point} | " + " | ".join(cells) + " |")
     device_rows = [m for m in report.measurements if m.device_us is not None]
     if device_rows:
         lines += ["", f"Device time per call (CUDA events, back-to-back calls) and achieved bandwidth; "
@@ -146,6 +204,20 @@ def write_markdown(report: Report, path: Path) -> None:
     if report.skipped:
         lines += ["", "Skipped:", ""] + [f"- {s}: {why}" for s, why in sorted(report.skipped.items())]
     path.write_text("\n".join(lines) + "\n")
+
+
+def ratio_pairs(report: Report) -> list[tuple[str, str]]:
+    """Each thunder-aot system against its own kernels' bare launch, Thunder's FD.execute,
+    torch.compile and eager (those present)."""
+    pairs = []
+    for system in report.systems:
+        if not system.startswith("thunder-aot("):
+            continue
+        floor = system.replace("thunder-aot(", "bare launch(")
+        for other in (floor, "FD.execute", "torch.compile", "Eager"):
+            if other in report.systems and (other != "FD.execute" or "nvfuser" in system):
+                pairs.append((system, other))
+    return pairs
 
 
 def write_plot(report: Report, path: Path) -> None:
@@ -203,6 +275,7 @@ def run_bench(
     min_run_time: float = 0.1,
     command: str = "",
     progress: Callable[[str], None] = lambda m: None,
+    checkpoint: Callable[[Report], None] = lambda r: None,
 ) -> Report:
     import copy
     import importlib.util
@@ -293,8 +366,14 @@ def run_bench(
                     systems["FD.execute"] = lambda: fd.execute(args)
                 else:
                     skipped["FDWrapper"] = skipped["FD.execute"] = f"Thunder formed {len(fusions)} fusions, not one"
+            floors: set[str] = set()
             for name, aot in generated.items():
                 systems[name] = lambda aot=aot: aot(*inputs)
+                floor = bare_launches(aot, inputs)
+                if floor is not None:
+                    floor_name = name.replace("thunder-aot(", "bare launch(")
+                    systems[floor_name] = floor
+                    floors.add(floor_name)
             if cuda and generated:
                 name, aot = next(iter(generated.items()))
                 graph_name = f"CUDA graph replay ({name})"
@@ -311,7 +390,8 @@ def run_bench(
                 except Exception as e:
                     skipped[graph_name] = f"capture failed: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
             for name, fn in systems.items():
-                _check(name, expected, fn() if not name.startswith("CUDA graph") else graph_out, point.label)
+                if name not in floors:  # a floor replays the kernels of a module checked here
+                    _check(name, expected, fn() if not name.startswith("CUDA graph") else graph_out, point.label)
             for name in systems:
                 if name not in report.systems:
                     report.systems.append(name)
@@ -327,18 +407,30 @@ def run_bench(
                     m.gb_per_s = nbytes / (m.device_us * 1e-6) / 1e9
                 report.measurements.append(m)
             progress(f"{point.label}: " + ", ".join(f"{n} {statistics.median(v):.1f} µs" for n, v in samples.items()))
+            report.skipped = skipped
+            checkpoint(report)  # a long run that is cut short still leaves the points it finished
     report.skipped = skipped
     return report
 
 
 def print_compare(report: Report) -> None:
-    width = max(len(p) for p in report.points) + 2
-    print("per call, µs (host + device)".ljust(width) + " | " + " | ".join(report.systems))
-    for point in report.points:
-        cells = []
-        for s in report.systems:
-            m = report.value(s, point)
-            cells.append(f"{m.us_per_call:>{len(s)}.1f}" if m else " " * len(s))
-        print(point.ljust(width) + " | " + " | ".join(cells))
+    """The report as torch.utils.benchmark's Compare table (per call, µs), then what was skipped."""
+    from torch.utils.benchmark import Compare
+    from torch.utils.benchmark.utils.common import Measurement as TorchMeasurement
+    from torch.utils.benchmark.utils.common import TaskSpec
+
+    rows = [
+        TorchMeasurement(
+            number_per_run=1,
+            raw_times=[m.us_per_call * 1e-6],
+            task_spec=TaskSpec(stmt=m.system, setup="", label=report.title, sub_label=m.point,
+                               description=m.system, num_threads=1),
+        )
+        for m in report.measurements
+    ]
+    if rows:
+        compare = Compare(rows)
+        compare.trim_significant_figures()
+        print(compare)
     for system, why in sorted(report.skipped.items()):
         print(f"skipped {system}: {why}", file=sys.stderr)

@@ -164,6 +164,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         min_run_time=args.min_run_time,
         command=command,
         progress=_progress,
+        checkpoint=(lambda report: write_reports(report, Path(args.out))) if args.out else (lambda report: None),
     )
     print_compare(report)
     if args.out:

@@ -97,6 +97,8 @@ class ModuleView:
     prelude_template: str
     requirements: tuple[tuple[str, str], ...]  # (input name, Python test)
     requirement_text: str
+    #: (attribute path, forward parameter, Python test, what it must be) for each parameter/buffer
+    state_requirements: tuple[tuple[str, str, str, str], ...]
     autograd_test: str  # Python test that gradients are asked for ("" when the backend supports autograd)
     backend_name: str
     needs_cuda: bool
@@ -167,6 +169,7 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
     user_inputs = [p for p in program.inputs if p.kind == "input"]
     state_inputs = [p for p in program.inputs if p.kind != "input"]
     buckets = []
+    kernel_inputs: set[str] = set()  # names that some backend kernel reads as raw pointers
     for bp in program.buckets:
         condition, dims = _conditions(bp, user_inputs)
         dim_names = tuple(r.name for r in bp.bucket.dims)
@@ -176,6 +179,8 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
             fn_name = f"bucket{bp.index}_{region.name.removeprefix('aot').lower()}"
             view = backend.region_view(Region(fn_name, region.inputs, region.outputs, region.ops))
             region_views.append(view)
+            if getattr(view, "uses_backend", False):
+                kernel_inputs.update(v.name for v in region.inputs)
             region_calls[region.name] = view.call_expr
         torch_calls = [s for s in bp.steps if isinstance(s, TorchCall)]
         device_from = program.inputs[0].name if ops_use_device(torch_calls) else None
@@ -196,6 +201,8 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
     # a backend's imports and prelude only where one of its own region views needs them (a Triton
     # module whose regions all fell back to torch ops imports no Triton)
     uses_backend = any(getattr(v, "uses_backend", False) for b in buckets for v in b.regions)
+    #: the module launches kernels that trust their arguments (not only torch ops)
+    kernels_run = bool(backend.input_requirement) and uses_backend
     first = program.buckets[0]
     spec_of = {v.name: v.spec for v in first.inputs}
     state = []
@@ -253,11 +260,15 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
         warmup=tuple(_warmup_entry(bp) for bp in program.buckets),
         prelude_template=backend.prelude_template if uses_backend else "",
         requirements=tuple(
-            (p.name, backend.input_requirement.format(name=p.name))
+            (p.name, " and ".join([f"isinstance({p.name}, torch.Tensor)", *([backend.input_requirement.format(name=p.name)] if kernels_run else [])]))
             for p in user_inputs
-            if backend.input_requirement and uses_backend
         ),
-        requirement_text=backend.input_requirement_text,
+        requirement_text=backend.input_requirement_text if kernels_run else "a tensor",
+        state_requirements=tuple(
+            _state_requirement(t, p.name, user_inputs[0].name)
+            for t, p in zip(state, state_inputs)
+            if kernels_run and p.name in kernel_inputs
+        ),
         autograd_test=(
             ""
             if backend.supports_autograd or not uses_backend
@@ -266,6 +277,17 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
         backend_name=backend.name,
         needs_cuda=backend.name != "torch",
     )
+
+
+def _state_requirement(t: StateTensor, name: str, first_input: str) -> tuple[str, str, str, str]:
+    """Kernels read parameters and buffers as raw pointers with the exported dtype and shape: a
+    module converted after export (``.half()``, ``.cpu()``, another GPU) must be refused, not read."""
+    test = (
+        f"{name}.dtype is torch.{t.dtype} and {name}.get_device() == {first_input}.get_device()"
+        f" and {name}.shape == {t.shape!r} and {name}.is_contiguous()"
+    )
+    shape = "x".join(map(str, t.shape)) or "scalar"
+    return t.attr_path, name, test, f"a contiguous {t.dtype} tensor of shape {shape} on {first_input}'s device"
 
 
 def render(program: Program, backend: Backend, command: str, versions: dict[str, str]) -> str:
