@@ -31,6 +31,7 @@ BUCKETS = ("[s0=1..512]x256:float32",)
 
 #: Triton's interpreter runs the kernels on CPU tensors (for checking them without a GPU)
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+_compiling = torch.compiler.is_compiling
 _COMPILE_LOCK = threading.Lock()
 #: (kernel, device index, pointer alignment) -> Triton's CompiledKernel
 _COMPILED: dict = {}
@@ -61,7 +62,9 @@ def _compiled(kernel, device: torch.device, aligned: bool, args: tuple, n: int, 
 def _launch(kernel, rows: int, args: tuple, n: int, block: int, num_warps: int) -> None:
     """One program per row. On CUDA: compile once per (kernel, device, alignment), then call the
     compiled kernel's launcher directly on the current stream (no JIT argument binding)."""
-    if _INTERPRET:
+    if _INTERPRET or _compiling():
+        # Triton's interpreter on CPU; under torch.compile, the launch that dynamo understands
+        # (inductor then compiles the kernel into its own graph as a user-defined Triton kernel)
         kernel[(rows,)](*args, N=n, BLOCK=block, num_warps=num_warps)
         return
     misaligned = 0
@@ -121,7 +124,7 @@ def bucket0_fusion0_kernel(t22_ptr, t9_out_ptr, N: tl.constexpr, BLOCK: tl.const
 
 def bucket0_fusion0(t22):
     rows = t22.numel() // 512
-    t9 = torch.empty((*t22.shape[:-1], 512), dtype=torch.float32, device=t22.device)
+    t9 = torch.empty_like(t22)
     _launch(bucket0_fusion0_kernel, rows, (t22, t9), 512, 512, 2)
     return (t9,)
 
@@ -140,7 +143,7 @@ def bucket0_fusion1_kernel(t9_ptr, t23_ptr, input__out_ptr, N: tl.constexpr, BLO
 
 def bucket0_fusion1(t9, t23):
     rows = t9.numel() // 512
-    input_ = torch.empty((*t9.shape[:-1], 512), dtype=torch.float32, device=t9.device)
+    input_ = torch.empty_like(t9)
     _launch(bucket0_fusion1_kernel, rows, (t9, t23, input_), 512, 512, 2)
     return (input_,)
 
@@ -206,15 +209,10 @@ def forward(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight):
 
 
 #: torch's registries of hooks that apply to every module (register_module_forward_hook & co.)
-_GLOBAL_MODULE_HOOKS = tuple(
-    getattr(torch.nn.modules.module, name)
-    for name in (
-        "_global_forward_pre_hooks",
-        "_global_forward_hooks",
-        "_global_backward_pre_hooks",
-        "_global_backward_hooks",
-    )
-)
+_GLOBAL_FORWARD_PRE_HOOKS = torch.nn.modules.module._global_forward_pre_hooks
+_GLOBAL_FORWARD_HOOKS = torch.nn.modules.module._global_forward_hooks
+_GLOBAL_BACKWARD_PRE_HOOKS = torch.nn.modules.module._global_backward_pre_hooks
+_GLOBAL_BACKWARD_HOOKS = torch.nn.modules.module._global_backward_hooks
 
 
 class GatedMLP(torch.nn.Module):
@@ -296,7 +294,10 @@ class GatedMLP(torch.nn.Module):
             or self._backward_pre_hooks
             or self._backward_hooks
             or self._compiled_call_impl is not None
-            or any(_GLOBAL_MODULE_HOOKS)
+            or _GLOBAL_FORWARD_PRE_HOOKS
+            or _GLOBAL_FORWARD_HOOKS
+            or _GLOBAL_BACKWARD_PRE_HOOKS
+            or _GLOBAL_BACKWARD_HOOKS
         ):
             return torch.nn.Module.__call__(self, x)
         return self.forward(x)

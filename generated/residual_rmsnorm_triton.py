@@ -31,6 +31,7 @@ BUCKETS = ("1x[S=1..2048]x2880:bfloat16, 1x[S]x2880:bfloat16",)
 
 #: Triton's interpreter runs the kernels on CPU tensors (for checking them without a GPU)
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+_compiling = torch.compiler.is_compiling
 _COMPILE_LOCK = threading.Lock()
 #: (kernel, device index, pointer alignment) -> Triton's CompiledKernel
 _COMPILED: dict = {}
@@ -61,7 +62,9 @@ def _compiled(kernel, device: torch.device, aligned: bool, args: tuple, n: int, 
 def _launch(kernel, rows: int, args: tuple, n: int, block: int, num_warps: int) -> None:
     """One program per row. On CUDA: compile once per (kernel, device, alignment), then call the
     compiled kernel's launcher directly on the current stream (no JIT argument binding)."""
-    if _INTERPRET:
+    if _INTERPRET or _compiling():
+        # Triton's interpreter on CPU; under torch.compile, the launch that dynamo understands
+        # (inductor then compiles the kernel into its own graph as a user-defined Triton kernel)
         kernel[(rows,)](*args, N=n, BLOCK=block, num_warps=num_warps)
         return
     misaligned = 0
@@ -144,8 +147,8 @@ def bucket0_fusion0_kernel(
 
 def bucket0_fusion0(x, residual, t_norm_weight):
     rows = x.numel() // 2880
-    hidden_states = torch.empty((*x.shape[:-1], 2880), dtype=torch.bfloat16, device=x.device)
-    t21 = torch.empty((*x.shape[:-1], 2880), dtype=torch.bfloat16, device=x.device)
+    hidden_states = torch.empty_like(x)
+    t21 = torch.empty_like(x)
     _launch(bucket0_fusion0_kernel, rows, (x, residual, t_norm_weight, hidden_states, t21), 2880, 4096, 16)
     return hidden_states, t21
 
@@ -235,15 +238,10 @@ def forward(x, residual, t_norm_weight):
 
 
 #: torch's registries of hooks that apply to every module (register_module_forward_hook & co.)
-_GLOBAL_MODULE_HOOKS = tuple(
-    getattr(torch.nn.modules.module, name)
-    for name in (
-        "_global_forward_pre_hooks",
-        "_global_forward_hooks",
-        "_global_backward_pre_hooks",
-        "_global_backward_hooks",
-    )
-)
+_GLOBAL_FORWARD_PRE_HOOKS = torch.nn.modules.module._global_forward_pre_hooks
+_GLOBAL_FORWARD_HOOKS = torch.nn.modules.module._global_forward_hooks
+_GLOBAL_BACKWARD_PRE_HOOKS = torch.nn.modules.module._global_backward_pre_hooks
+_GLOBAL_BACKWARD_HOOKS = torch.nn.modules.module._global_backward_hooks
 
 
 class ResidualRMSNorm(torch.nn.Module):
@@ -310,7 +308,10 @@ class ResidualRMSNorm(torch.nn.Module):
             or self._backward_pre_hooks
             or self._backward_hooks
             or self._compiled_call_impl is not None
-            or any(_GLOBAL_MODULE_HOOKS)
+            or _GLOBAL_FORWARD_PRE_HOOKS
+            or _GLOBAL_FORWARD_HOOKS
+            or _GLOBAL_BACKWARD_PRE_HOOKS
+            or _GLOBAL_BACKWARD_HOOKS
         ):
             return torch.nn.Module.__call__(self, x, residual)
         return self.forward(x, residual)

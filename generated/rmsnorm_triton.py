@@ -39,6 +39,7 @@ BUCKETS = (
 
 #: Triton's interpreter runs the kernels on CPU tensors (for checking them without a GPU)
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+_compiling = torch.compiler.is_compiling
 _COMPILE_LOCK = threading.Lock()
 #: (kernel, device index, pointer alignment) -> Triton's CompiledKernel
 _COMPILED: dict = {}
@@ -69,7 +70,9 @@ def _compiled(kernel, device: torch.device, aligned: bool, args: tuple, n: int, 
 def _launch(kernel, rows: int, args: tuple, n: int, block: int, num_warps: int) -> None:
     """One program per row. On CUDA: compile once per (kernel, device, alignment), then call the
     compiled kernel's launcher directly on the current stream (no JIT argument binding)."""
-    if _INTERPRET:
+    if _INTERPRET or _compiling():
+        # Triton's interpreter on CPU; under torch.compile, the launch that dynamo understands
+        # (inductor then compiles the kernel into its own graph as a user-defined Triton kernel)
         kernel[(rows,)](*args, N=n, BLOCK=block, num_warps=num_warps)
         return
     misaligned = 0
@@ -139,7 +142,7 @@ def bucket0_fusion0_kernel(
 
 def bucket0_fusion0(hidden_states, t_weight):
     rows = hidden_states.numel() // 2880
-    t16 = torch.empty((*hidden_states.shape[:-1], 2880), dtype=torch.bfloat16, device=hidden_states.device)
+    t16 = torch.empty_like(hidden_states)
     _launch(bucket0_fusion0_kernel, rows, (hidden_states, t_weight, t16), 2880, 4096, 16)
     return (t16,)
 
@@ -178,7 +181,7 @@ def bucket1_fusion0_kernel(
 
 def bucket1_fusion0(hidden_states, t_weight):
     rows = hidden_states.numel() // 2880
-    t16 = torch.empty((*hidden_states.shape[:-1], 2880), dtype=torch.bfloat16, device=hidden_states.device)
+    t16 = torch.empty_like(hidden_states)
     _launch(bucket1_fusion0_kernel, rows, (hidden_states, t_weight, t16), 2880, 4096, 16)
     return (t16,)
 
@@ -217,7 +220,7 @@ def bucket2_fusion0_kernel(
 
 def bucket2_fusion0(hidden_states, t_weight):
     rows = hidden_states.numel() // 2880
-    t16 = torch.empty((*hidden_states.shape[:-1], 2880), dtype=torch.bfloat16, device=hidden_states.device)
+    t16 = torch.empty_like(hidden_states)
     _launch(bucket2_fusion0_kernel, rows, (hidden_states, t_weight, t16), 2880, 4096, 16)
     return (t16,)
 
@@ -256,7 +259,7 @@ def bucket3_fusion0_kernel(
 
 def bucket3_fusion0(hidden_states, t_weight):
     rows = hidden_states.numel() // 2880
-    t16 = torch.empty((*hidden_states.shape[:-1], 2880), dtype=torch.bfloat16, device=hidden_states.device)
+    t16 = torch.empty_like(hidden_states)
     _launch(bucket3_fusion0_kernel, rows, (hidden_states, t_weight, t16), 2880, 4096, 16)
     return (t16,)
 
@@ -345,15 +348,10 @@ def forward(hidden_states, t_weight):
 
 
 #: torch's registries of hooks that apply to every module (register_module_forward_hook & co.)
-_GLOBAL_MODULE_HOOKS = tuple(
-    getattr(torch.nn.modules.module, name)
-    for name in (
-        "_global_forward_pre_hooks",
-        "_global_forward_hooks",
-        "_global_backward_pre_hooks",
-        "_global_backward_hooks",
-    )
-)
+_GLOBAL_FORWARD_PRE_HOOKS = torch.nn.modules.module._global_forward_pre_hooks
+_GLOBAL_FORWARD_HOOKS = torch.nn.modules.module._global_forward_hooks
+_GLOBAL_BACKWARD_PRE_HOOKS = torch.nn.modules.module._global_backward_pre_hooks
+_GLOBAL_BACKWARD_HOOKS = torch.nn.modules.module._global_backward_hooks
 
 
 class GptOssRMSNorm(torch.nn.Module):
@@ -424,7 +422,10 @@ class GptOssRMSNorm(torch.nn.Module):
             or self._backward_pre_hooks
             or self._backward_hooks
             or self._compiled_call_impl is not None
-            or any(_GLOBAL_MODULE_HOOKS)
+            or _GLOBAL_FORWARD_PRE_HOOKS
+            or _GLOBAL_FORWARD_HOOKS
+            or _GLOBAL_BACKWARD_PRE_HOOKS
+            or _GLOBAL_BACKWARD_HOOKS
         ):
             return torch.nn.Module.__call__(self, hidden_states)
         return self.forward(hidden_states)

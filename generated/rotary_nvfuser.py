@@ -203,15 +203,10 @@ def forward(x, cos, sin):
 
 
 #: torch's registries of hooks that apply to every module (register_module_forward_hook & co.)
-_GLOBAL_MODULE_HOOKS = tuple(
-    getattr(torch.nn.modules.module, name)
-    for name in (
-        "_global_forward_pre_hooks",
-        "_global_forward_hooks",
-        "_global_backward_pre_hooks",
-        "_global_backward_hooks",
-    )
-)
+_GLOBAL_FORWARD_PRE_HOOKS = torch.nn.modules.module._global_forward_pre_hooks
+_GLOBAL_FORWARD_HOOKS = torch.nn.modules.module._global_forward_hooks
+_GLOBAL_BACKWARD_PRE_HOOKS = torch.nn.modules.module._global_backward_pre_hooks
+_GLOBAL_BACKWARD_HOOKS = torch.nn.modules.module._global_backward_hooks
 
 
 class RotaryEmbedding(torch.nn.Module):
@@ -280,7 +275,10 @@ class RotaryEmbedding(torch.nn.Module):
             or self._backward_pre_hooks
             or self._backward_hooks
             or self._compiled_call_impl is not None
-            or any(_GLOBAL_MODULE_HOOKS)
+            or _GLOBAL_FORWARD_PRE_HOOKS
+            or _GLOBAL_FORWARD_HOOKS
+            or _GLOBAL_BACKWARD_PRE_HOOKS
+            or _GLOBAL_BACKWARD_HOOKS
         ):
             return torch.nn.Module.__call__(self, x, cos, sin)
         return self.forward(x, cos, sin)

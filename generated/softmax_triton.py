@@ -35,6 +35,7 @@ BUCKETS = (
 
 #: Triton's interpreter runs the kernels on CPU tensors (for checking them without a GPU)
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+_compiling = torch.compiler.is_compiling
 _COMPILE_LOCK = threading.Lock()
 #: (kernel, device index, pointer alignment) -> Triton's CompiledKernel
 _COMPILED: dict = {}
@@ -65,7 +66,9 @@ def _compiled(kernel, device: torch.device, aligned: bool, args: tuple, n: int, 
 def _launch(kernel, rows: int, args: tuple, n: int, block: int, num_warps: int) -> None:
     """One program per row. On CUDA: compile once per (kernel, device, alignment), then call the
     compiled kernel's launcher directly on the current stream (no JIT argument binding)."""
-    if _INTERPRET:
+    if _INTERPRET or _compiling():
+        # Triton's interpreter on CPU; under torch.compile, the launch that dynamo understands
+        # (inductor then compiles the kernel into its own graph as a user-defined Triton kernel)
         kernel[(rows,)](*args, N=n, BLOCK=block, num_warps=num_warps)
         return
     misaligned = 0
@@ -131,7 +134,7 @@ def bucket0_fusion0_kernel(scores_ptr, mask__ptr, t18_out_ptr, N: tl.constexpr, 
 
 def bucket0_fusion0(scores, mask_):
     rows = scores.numel() // 1
-    t18 = torch.empty((*scores.shape[:-1], 1), dtype=torch.bfloat16, device=scores.device)
+    t18 = torch.empty_like(scores)
     _launch(bucket0_fusion0_kernel, rows, (scores, mask_, t18), 1, 1, 1)
     return (t18,)
 
@@ -246,15 +249,10 @@ def forward(scores, mask_):
 
 
 #: torch's registries of hooks that apply to every module (register_module_forward_hook & co.)
-_GLOBAL_MODULE_HOOKS = tuple(
-    getattr(torch.nn.modules.module, name)
-    for name in (
-        "_global_forward_pre_hooks",
-        "_global_forward_hooks",
-        "_global_backward_pre_hooks",
-        "_global_backward_hooks",
-    )
-)
+_GLOBAL_FORWARD_PRE_HOOKS = torch.nn.modules.module._global_forward_pre_hooks
+_GLOBAL_FORWARD_HOOKS = torch.nn.modules.module._global_forward_hooks
+_GLOBAL_BACKWARD_PRE_HOOKS = torch.nn.modules.module._global_backward_pre_hooks
+_GLOBAL_BACKWARD_HOOKS = torch.nn.modules.module._global_backward_hooks
 
 
 class ScaledMaskedSoftmax(torch.nn.Module):
@@ -319,7 +317,10 @@ class ScaledMaskedSoftmax(torch.nn.Module):
             or self._backward_pre_hooks
             or self._backward_hooks
             or self._compiled_call_impl is not None
-            or any(_GLOBAL_MODULE_HOOKS)
+            or _GLOBAL_FORWARD_PRE_HOOKS
+            or _GLOBAL_FORWARD_HOOKS
+            or _GLOBAL_BACKWARD_PRE_HOOKS
+            or _GLOBAL_BACKWARD_HOOKS
         ):
             return torch.nn.Module.__call__(self, scores, mask_)
         return self.forward(scores, mask_)

@@ -13,19 +13,24 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @contextlib.contextmanager
 def poisoned_outputs():
-    """torch.empty fills what it allocates with NaN (floats) or -7, so that an output element a
-    kernel never writes cannot pass a comparison."""
-    real_empty = torch.empty
+    """torch.empty and torch.empty_like fill what they allocate with NaN (floats) or -7, so that an
+    output element a kernel never writes cannot pass a comparison."""
+    real = {name: getattr(torch, name) for name in ("empty", "empty_like")}
 
-    def poisoned_empty(*args, **kwargs):
-        t = real_empty(*args, **kwargs)
-        return t.fill_(float("nan")) if t.is_floating_point() else t.fill_(-7)
+    def poisoning(allocate):
+        def allocate_poisoned(*args, **kwargs):
+            t = allocate(*args, **kwargs)
+            return t.fill_(float("nan")) if t.is_floating_point() else t.fill_(-7)
 
-    torch.empty = poisoned_empty
+        return allocate_poisoned
+
+    for name, allocate in real.items():
+        setattr(torch, name, poisoning(allocate))
     try:
         yield
     finally:
-        torch.empty = real_empty
+        for name, allocate in real.items():
+            setattr(torch, name, allocate)
 
 
 def run_cli(*args: str, cwd: Path = ROOT, env: dict | None = None) -> subprocess.CompletedProcess:

@@ -40,7 +40,10 @@ def _ids(tokens: int) -> torch.Tensor:
 
 
 def _logits(model, ids):
-    return model(ids, use_cache=False).logits
+    # positions made on the GPU: transformers would otherwise build them from CPU tensors, which a
+    # CUDA graph cannot capture
+    positions = torch.arange(ids.shape[1], device=ids.device)
+    return model(ids, use_cache=False, position_ids=positions[None], cache_position=positions).logits
 
 
 def _capture(fn, static_inputs):

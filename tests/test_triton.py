@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import subprocess
 import sys
 
@@ -45,6 +46,9 @@ def test_kernel_structure(stem):
             for call in body.split(reduction)[1:]:
                 assert call.startswith("tl.where(mask,"), stem
     assert ("compiled.run(" in text) == bool(kernels)  # CUDA: the compiled launcher, no JIT binding
+    # outputs are allocated only through what tests.helpers.poisoned_outputs poisons
+    allocators = set(re.findall(r"torch\.(empty\w*|zeros\w*|ones\w*|full\w*|new_\w+)\(", text))
+    assert allocators <= {"empty", "empty_like"}, allocators
 
 
 def test_schedule_is_one_padded_row_per_program():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import linecache
 import os
 import sys
 import tempfile
@@ -26,10 +27,14 @@ TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
 
 
 def load_module_from_text(text: str, name: str = "thunder_aot_generated_check") -> types.ModuleType:
-    """Import generated source text as a module (through a temporary file, so tracebacks show lines)."""
+    """Import generated source text as a module, through a temporary file whose lines stay in
+    ``linecache`` (so tracebacks show them, and ``inspect.getsource`` works for torch.compile,
+    which reads the source of user-defined Triton kernels)."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"{name}.py"
         path.write_text(text)
+        # mtime None: linecache.checkcache never drops the entry although the file goes away
+        linecache.cache[str(path)] = (len(text), None, text.splitlines(keepends=True), str(path))
         spec = importlib.util.spec_from_file_location(name, path)
         assert spec and spec.loader
         module = importlib.util.module_from_spec(spec)
