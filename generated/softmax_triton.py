@@ -37,8 +37,6 @@ BUCKETS = (
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 _compiling = torch.compiler.is_compiling
 _COMPILE_LOCK = threading.Lock()
-#: (kernel, device index, pointer alignment) -> Triton's CompiledKernel
-_COMPILED: dict = {}
 #: the current device and its raw current stream, as torch.compile's generated code reads them
 #: (~1 µs less per call than torch.cuda.current_stream(); public fallbacks where torch lacks them)
 _current_device = getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device)
@@ -47,46 +45,44 @@ _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
 )
 
 
-def _compiled(kernel, device: torch.device, aligned: bool, args: tuple, n: int, block: int, num_warps: int):
-    """Compile ``kernel`` once per (device, alignment): Triton specialises pointers on 16-byte
-    alignment, so a kernel compiled for aligned tensors must never see an unaligned one."""
-    key = (kernel, device.index, aligned)
-    compiled = _COMPILED.get(key)
-    if compiled is None:
-        with _COMPILE_LOCK:
-            compiled = _COMPILED.get(key)
-            if compiled is None:
-                with torch.cuda.device(device):
-                    compiled = kernel.warmup(*args, N=n, BLOCK=block, num_warps=num_warps, grid=(1,))
-                    compiled._init_handles()
-                _COMPILED[key] = compiled
-    return compiled
+def _compile(kernel, compiled: dict, key: int, args: tuple, n: int, block: int, num_warps: int):
+    """Compile ``kernel`` for these arguments' device and alignment, once (thread-safe): Triton
+    specialises pointers on 16-byte alignment, so a kernel compiled for aligned tensors must never
+    see an unaligned one."""
+    with _COMPILE_LOCK:
+        if key not in compiled:
+            with torch.cuda.device(args[0].device):
+                kernel_for_args = kernel.warmup(*args, N=n, BLOCK=block, num_warps=num_warps, grid=(1,))
+                kernel_for_args._init_handles()
+            compiled[key] = kernel_for_args
+    return compiled[key]
 
 
-def _launch(kernel, rows: int, args: tuple, n: int, block: int, num_warps: int) -> None:
-    """One program per row. On CUDA: compile once per (kernel, device, alignment), then call the
-    compiled kernel's launcher directly on the current stream (no JIT argument binding)."""
+def _launch(
+    kernel, compiled: dict, rows: int, args: tuple, misaligned: int, n: int, block: int, num_warps: int
+) -> None:
+    """Launch ``rows`` programs of ``kernel`` on ``args``. On CUDA: the kernel compiled for the
+    device and alignment (``compiled``: that kernel's own cache, keyed by device index * 2 +
+    misaligned), through its launcher on the current stream (no JIT argument binding)."""
     if _INTERPRET or _compiling():
         # Triton's interpreter on CPU; under torch.compile, the launch that dynamo understands
         # (inductor then compiles the kernel into its own graph as a user-defined Triton kernel)
         kernel[(rows,)](*args, N=n, BLOCK=block, num_warps=num_warps)
         return
-    misaligned = 0
-    for a in args:
-        misaligned |= a.data_ptr() & 15
-    device = args[0].device
-    compiled = _COMPILED.get((kernel, device.index, not misaligned))
-    if compiled is None:
-        compiled = _compiled(kernel, device, not misaligned, args, n, block, num_warps)
-    if device.index != _current_device():  # the launcher runs in the current device's context
-        with torch.cuda.device(device):
-            compiled.run(
+    index = args[0].get_device()
+    key = index + index + (misaligned != 0)
+    launcher = compiled.get(key)
+    if launcher is None:
+        launcher = _compile(kernel, compiled, key, args, n, block, num_warps)
+    if index != _current_device():  # the launcher runs in the current device's context
+        with torch.cuda.device(index):
+            launcher.run(
                 rows,
                 1,
                 1,
-                _raw_stream(device.index),
-                compiled.function,
-                compiled.packed_metadata,
+                _raw_stream(index),
+                launcher.function,
+                launcher.packed_metadata,
                 None,
                 None,
                 None,
@@ -95,13 +91,13 @@ def _launch(kernel, rows: int, args: tuple, n: int, block: int, num_warps: int) 
                 block,
             )
         return
-    compiled.run(
+    launcher.run(
         rows,
         1,
         1,
-        _raw_stream(device.index),
-        compiled.function,
-        compiled.packed_metadata,
+        _raw_stream(index),
+        launcher.function,
+        launcher.packed_metadata,
         None,
         None,
         None,
@@ -113,6 +109,7 @@ def _launch(kernel, rows: int, args: tuple, n: int, block: int, num_warps: int) 
 
 @triton.jit
 def bucket0_fusion0_kernel(scores_ptr, mask__ptr, t18_out_ptr, N: tl.constexpr, BLOCK: tl.constexpr):
+    # persistent: one row of 1 per program in BLOCK=1 lanes, 1 warps
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     mask = cols < N
@@ -132,10 +129,23 @@ def bucket0_fusion0_kernel(scores_ptr, mask__ptr, t18_out_ptr, N: tl.constexpr, 
     tl.store(t18_out_ptr + row * N + cols, t18, mask=mask)
 
 
+#: device index * 2 + (inputs misaligned) -> the compiled kernel
+bucket0_fusion0_compiled: dict = {}
+
+
 def bucket0_fusion0(scores, mask_):
     rows = scores.numel() // 1
     t18 = torch.empty_like(scores)
-    _launch(bucket0_fusion0_kernel, rows, (scores, mask_, t18), 1, 1, 1)
+    _launch(
+        bucket0_fusion0_kernel,
+        bucket0_fusion0_compiled,
+        rows,
+        (scores, mask_, t18),
+        (scores.data_ptr() | mask_.data_ptr()) & 15,
+        1,
+        1,
+        1,
+    )
     return (t18,)
 
 

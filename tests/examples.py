@@ -17,6 +17,8 @@ EXPORTS = [
         "thunder_aot.examples.blocks:rotary_embedding",
         "1x8x[S=1..2048]x64:bf16, 1x1x[S]x64:bf16, 1x1x[S]x64:bf16",
     ),
+    ("vocab_softmax", "thunder_aot.examples.blocks:vocab_softmax", "[1..64]x32000:bf16"),
+    ("wide_rmsnorm", "thunder_aot.examples.blocks:wide_rmsnorm", "1x[1..128]x16384:bf16"),
 ]
 BACKENDS = ["nvfuser", "torch", "triton"]
 

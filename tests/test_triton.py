@@ -17,7 +17,12 @@ from tests.helpers import ROOT
 
 IDS = [e[0] for e in EXPORTS]
 #: how many regions of each module become Triton kernels (the rest run as torch ops)
-KERNELS = {"rmsnorm": 4, "gated_mlp": 2, "residual_rmsnorm": 1, "layer_norm": 1, "softmax": 1, "gelu_gate": 0, "rotary": 0}
+KERNELS = {
+    "rmsnorm": 4, "gated_mlp": 2, "residual_rmsnorm": 1, "layer_norm": 1, "softmax": 1, "gelu_gate": 0, "rotary": 0,
+    "vocab_softmax": 1, "wide_rmsnorm": 1,
+}
+#: modules whose rows are wider than MAX_BLOCK: their kernels walk the row in chunks
+LOOPED = {"vocab_softmax", "wide_rmsnorm"}
 
 
 @pytest.mark.parametrize("stem", IDS)
@@ -41,20 +46,32 @@ def test_kernel_structure(stem):
     for k in kernels:
         body = ast.unparse(k)
         assert "tl.program_id(0)" in body and "mask = cols < N" in body
+        loops = [n for n in ast.walk(k) if isinstance(n, ast.For)]
+        if stem in LOOPED:  # one pass per reduction, then one that stores
+            reductions = body.count("tl.sum(") + body.count("tl.max(") + body.count("tl.min(")
+            assert len(loops) == reductions + 1 and "cols = start + tl.arange(0, BLOCK)" in body
+        else:
+            assert not loops
         assert "tl.store(" in body and "tl.load(" in body
         for reduction in ("tl.sum(", "tl.max("):  # padded lanes never reach a reduction
             for call in body.split(reduction)[1:]:
-                assert call.startswith("tl.where(mask,"), stem
-    assert ("compiled.run(" in text) == bool(kernels)  # CUDA: the compiled launcher, no JIT binding
+                # persistent: the reduction masks; looped: each chunk is masked into the accumulator
+                assert call.startswith("tl.where(mask,") or (stem in LOOPED and call.split(",")[0].endswith("_acc")), stem
+        for accumulate in re.findall(r"(\w+_acc) = (.*)", body):  # looped: every update masks its chunk
+            assert accumulate[1].startswith("tl.full(") or "tl.where(mask," in accumulate[1], accumulate
+    assert ("launcher.run(" in text) == bool(kernels)  # CUDA: the compiled launcher, no JIT binding
     # outputs are allocated only through what tests.helpers.poisoned_outputs poisons
     allocators = set(re.findall(r"torch\.(empty\w*|zeros\w*|ones\w*|full\w*|new_\w+)\(", text))
     assert allocators <= {"empty", "empty_like"}, allocators
 
 
-def test_schedule_is_one_padded_row_per_program():
-    from thunder_aot.backends.triton import schedule
+def test_schedule_is_one_row_per_program_persistent_while_it_fits_then_looped():
+    from thunder_aot.backends.triton import LOOP_BLOCK, MAX_BLOCK, Schedule, schedule
 
-    assert schedule(2880) == (4096, 16)
-    assert schedule(256) == (256, 1)
-    assert schedule(1024) == (1024, 4)
-    assert schedule(1) == (1, 1)
+    assert schedule(2880) == Schedule(4096, 16, looped=False)
+    assert schedule(256) == Schedule(256, 1, looped=False)
+    assert schedule(1024) == Schedule(1024, 4, looped=False)
+    assert schedule(1) == Schedule(1, 1, looped=False)
+    assert schedule(MAX_BLOCK) == Schedule(MAX_BLOCK, 16, looped=False)
+    assert schedule(MAX_BLOCK + 1) == Schedule(LOOP_BLOCK, 16, looped=True)
+    assert schedule(32000).looped and schedule(32000).block == LOOP_BLOCK

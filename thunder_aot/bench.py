@@ -125,9 +125,10 @@ def bare_launches(aot: torch.nn.Module, inputs: list[torch.Tensor]) -> Call | No
     if hasattr(generated, "_launch"):  # triton
         real, name = generated._launch, "_launch"
 
-        def record(kernel, rows, args, n, block, num_warps):
-            real(kernel, rows, args, n, block, num_warps)
-            recorded.append((kernel, rows, args, n, block))
+        def record(kernel, compiled, rows, args, misaligned, n, block, num_warps):
+            real(kernel, compiled, rows, args, misaligned, n, block, num_warps)
+            index = args[0].get_device()
+            recorded.append((compiled[index + index + (misaligned != 0)], rows, args, n, block))
     elif hasattr(generated, "_run"):  # nvfuser
         real, name = generated._run, "_run"
 
@@ -151,9 +152,7 @@ def bare_launches(aot: torch.nn.Module, inputs: list[torch.Tensor]) -> Call | No
             return lambda: execute(args)
         return lambda: [execute(args) for execute, args in calls]
     launches = []
-    for kernel, rows, args, n, block in recorded:
-        aligned = not any(a.data_ptr() % 16 for a in args)
-        compiled = generated._COMPILED[(kernel, args[0].device.index, aligned)]
+    for compiled, rows, args, n, block in recorded:
         stream = torch.cuda.current_stream(args[0].device).cuda_stream
         launches.append((compiled.run, (rows, 1, 1, stream, compiled.function, compiled.packed_metadata, None, None, None, *args, n, block)))
     if len(launches) == 1:

@@ -106,6 +106,7 @@ class Line:
 
     code: str
     comment: str = ""
+    indent: int = 0  # extra levels of indentation (a loop body)
 
 
 class Backend:

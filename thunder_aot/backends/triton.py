@@ -1,13 +1,12 @@
 """Triton backend: a region of pointwise ops and reductions over the innermost dim becomes one
-``@triton.jit`` kernel, one row per program (the whole row in registers: a persistent schedule).
+``@triton.jit`` kernel, one row per program.
 
-Regions outside that class (other reductions, shape ops, rows wider than MAX_BLOCK, ops the table
-lacks) are rendered by the torch backend instead, so correctness never depends on coverage.
+Regions outside that class (other reductions, shape ops, ops the table lacks) are rendered by the
+torch backend instead, so correctness never depends on coverage. Rows up to MAX_BLOCK lanes stay in
+registers (persistent schedule); wider rows are walked in chunks (looped schedule): ``schedule()``.
 
-Status: kernels are generated and checked numerically on CPU through Triton's interpreter
-(``TRITON_INTERPRET=1``); the CUDA launch path (compile once, then ``CompiledKernel.run``) is
-written but not yet proven on the GPU machine, and rows wider than MAX_BLOCK have no looped
-schedule yet (issue 4).
+Checked on CPU through Triton's interpreter (``TRITON_INTERPRET=1``) and on the GPU machine
+(tests/test_gpu.py: numerics with poisoned outputs, CUDA graphs, compute-sanitizer memcheck).
 """
 
 from __future__ import annotations
@@ -20,8 +19,10 @@ from thunder_aot.backends.base import Backend, Line, PythonFunctionRegion, sourc
 from thunder_aot.backends.torch import TorchBackend
 from thunder_aot.model import Const, DType, PrimOp, Ref, Region, TensorSpec, Value
 
-#: widest row (elements) the one-row-per-program schedule keeps in registers
-MAX_BLOCK = 16384
+#: widest row (lanes, a power of two) the persistent schedule keeps in registers
+MAX_BLOCK = 8192
+#: chunk (lanes) of the looped schedule for wider rows
+LOOP_BLOCK = 4096
 
 TL_DTYPES = {
     "bool": "tl.int1",
@@ -79,6 +80,23 @@ _BINARY = {"add": "+", "sub": "-", "mul": "*", "eq": "==", "ne": "!=", "lt": "<"
 _REDUCE_IDENTITY = {"sum": ("tl.sum", "0.0"), "amax": ("tl.max", 'float("-inf")'), "amin": ("tl.min", 'float("inf")')}
 
 
+#: how a chunk's partial values join a reduction's [BLOCK] accumulator (looped schedule)
+_COMBINE = {"tl.sum": "{} + {}", "tl.max": "tl.maximum({}, {})", "tl.min": "tl.minimum({}, {})"}
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """``out = fn(where(mask, operand, identity)) + suffix`` over the row, in parts for the looped schedule."""
+
+    out: str
+    fn: str
+    identity: str
+    operand: str
+    dtype: str
+    combine: str
+    suffix: str = ""
+
+
 class RowProgram:
     """Translates one region under the row model, or raises Unsupported."""
 
@@ -86,12 +104,13 @@ class RowProgram:
         self.region = region
         values = [*region.inputs, *(o for op in region.ops for o in op.outputs)]
         full = max((v.spec.shape for v in values), key=len)
-        if not full or not isinstance(full[-1], int) or full[-1] > MAX_BLOCK:
-            raise Unsupported("the innermost dim must be static and at most MAX_BLOCK")
+        if not full or not isinstance(full[-1], int):
+            raise Unsupported("the innermost dim must be static")
         self.full = full
         self.n = full[-1]
         self.exprs: dict[str, Expr] = {}
         self.lines: list[Line] = []
+        self.reductions: list[Reduction | None] = []  # per line: the reduction it computes, if any
 
     def kind_of(self, spec: TensorSpec) -> Kind:
         shape = spec.shape
@@ -155,22 +174,57 @@ class RowProgram:
             if a.kind != Kind.ROW or [d.value for d in dims.items] != [rank - 1]:
                 raise Unsupported("a reduction over other than the innermost dim")
             fn, identity = _REDUCE_IDENTITY[p]
-            return self.set(out, f"{fn}(tl.where(mask, {a.text}, {identity}), axis=0)", Kind.ROW_SCALAR)
+            reduction = Reduction(out.name, fn, identity, a.text, TL_DTYPES[out.spec.dtype], _COMBINE[fn])
+            return self.set(out, f"{fn}(tl.where(mask, {a.text}, {identity}), axis=0)", Kind.ROW_SCALAR, reduction)
         if p == "var_mean":
             a, dims = self.arg(op.args[0]), op.args[1]
             correction = dict(op.kwargs)["correction"].value
             if a.kind != Kind.ROW or [d.value for d in dims.items] != [len(self.full) - 1]:
                 raise Unsupported("var_mean over other than the innermost dim")
             var, mean = op.outputs
-            self.set(mean, f"tl.sum(tl.where(mask, {a.text}, 0.0), axis=0) / {self.n}", Kind.ROW_SCALAR)
+            dtype = TL_DTYPES[mean.spec.dtype]
+            mean_sum = Reduction(mean.name, "tl.sum", "0.0", a.text, dtype, "{} + {}", f" / {self.n}")
+            self.set(mean, f"tl.sum(tl.where(mask, {a.text}, 0.0), axis=0) / {self.n}", Kind.ROW_SCALAR, mean_sum)
             centered = f"tl.where(mask, {a.text} - {mean.name}, 0.0)"
-            return self.set(var, f"tl.sum({centered} * {centered}, axis=0) / {self.n - correction}", Kind.ROW_SCALAR)
+            squares = f"({a.text} - {mean.name}) * ({a.text} - {mean.name})"
+            var_sum = Reduction(var.name, "tl.sum", "0.0", squares, dtype, "{} + {}", f" / {self.n - correction}")
+            return self.set(var, f"tl.sum({centered} * {centered}, axis=0) / {self.n - correction}", Kind.ROW_SCALAR, var_sum)
         raise Unsupported(f"prims.{p}")
 
-    def set(self, out: Value, text: str, kind: Kind) -> str:
+    def set(self, out: Value, text: str, kind: Kind, reduction: "Reduction | None" = None) -> str:
         self.exprs[out.name] = Expr(out.name, kind)
         self.lines.append(Line(f"{out.name} = {text}"))
+        self.reductions.append(reduction)
         return out.name
+
+    def persistent_body(self, scalar_loads: list[Line], loads: list[Line], stores: list[Line]) -> list[Line]:
+        """The whole row in one [BLOCK] vector per value: loads, ops, stores."""
+        return [Line("cols = tl.arange(0, BLOCK)"), Line("mask = cols < N"), *scalar_loads, *loads, *self.lines, *stores]
+
+    def looped_body(self, scalar_loads: list[Line], loads: list[Line], stores: list[Line]) -> list[Line]:
+        """The row in chunks of BLOCK: one loop per reduction, accumulating into a [BLOCK] vector
+        and reducing it after the loop, then one loop that computes and stores the outputs. Each
+        loop recomputes the row values it needs from the loads (Triton drops what a loop does not
+        use), so no row value is kept across loops."""
+        body: list[Line] = list(scalar_loads)
+        vector: list[Line] = []  # the row ops so far
+
+        def loop(last: list[Line]) -> list[Line]:
+            head = [Line("for start in range(0, N, BLOCK):"), Line("cols = start + tl.arange(0, BLOCK)", indent=1),
+                    Line("mask = cols < N", indent=1)]
+            return head + [Line(x.code, x.comment, 1) for x in [*loads, *vector, *last]]
+
+        for line, reduction in zip(self.lines, self.reductions):
+            if reduction is not None:
+                acc = f"{reduction.out}_acc"
+                body.append(Line(f"{acc} = tl.full([BLOCK], {reduction.identity}, {reduction.dtype})", line.comment))
+                body += loop([Line(f"{acc} = {reduction.combine.format(acc, f'tl.where(mask, {reduction.operand}, {reduction.identity})')}")])
+                body.append(Line(f"{reduction.out} = {reduction.fn}({acc}, axis=0){reduction.suffix}"))
+            elif self.exprs[line.code.split(" = ", 1)[0]].kind in (Kind.ROW, Kind.COL):
+                vector.append(line)
+            else:  # per-row scalars and constants: once, between the loops
+                body.append(line)
+        return body + loop(stores)
 
 
 @dataclass(frozen=True)
@@ -180,9 +234,8 @@ class TritonRegionView(PythonFunctionRegion):
     name: str
     params: tuple[str, ...]
     kernel_params: tuple[str, ...]
-    loads: tuple[Line, ...]
-    lines: tuple[Line, ...]
-    stores: tuple[Line, ...]
+    body: tuple[Line, ...]  # the kernel after ``row = ...``
+    schedule_note: str
     rows_expr: str
     allocations: tuple[Line, ...]
     launch_args: tuple[str, ...]
@@ -195,16 +248,39 @@ class TritonRegionView(PythonFunctionRegion):
     def launch_tuple(self) -> str:
         return f"({', '.join(self.launch_args)})"
 
+    @property
+    def misaligned_expr(self) -> str:
+        """Nonzero when an input is off a 16-byte boundary (outputs come from torch's allocator,
+        which aligns far more)."""
+        return "(" + " | ".join(f"{p}.data_ptr()" for p in self.params) + ") & 15"
+
 
 def _next_pow2(n: int) -> int:
     return 1 << (n - 1).bit_length()
 
 
-def schedule(n: int) -> tuple[int, int]:
-    """BLOCK (the row padded to a power of two) and num_warps: about 8 elements per thread, at
-    least one warp, at most 16 (so a 2880-wide bf16 row gets BLOCK 4096 and 16 warps)."""
-    block = _next_pow2(n)
-    return block, max(1, min(16, block // 256))
+@dataclass(frozen=True)
+class Schedule:
+    block: int  # lanes per program (a power of two)
+    num_warps: int
+    looped: bool  # the row in chunks of BLOCK, or all of it at once
+
+    def note(self, n: int) -> str:
+        if self.looped:
+            return f"looped: one row of {n} per program, in chunks of BLOCK={self.block}, {self.num_warps} warps"
+        return f"persistent: one row of {n} per program in BLOCK={self.block} lanes, {self.num_warps} warps"
+
+
+def schedule(n: int) -> Schedule:
+    """One row per program, always (the grid is the number of rows). A row that fits — padded to a
+    power of two, at most MAX_BLOCK lanes — stays in registers (persistent: one read, one write);
+    a wider one is walked in chunks of LOOP_BLOCK (looped: each reduction and the output take one
+    pass over the row). num_warps gives each thread about 8 lanes, at least 1 warp, at most 16
+    (a 2880-wide row: BLOCK 4096, 16 warps)."""
+    if n <= MAX_BLOCK:
+        block = _next_pow2(n)
+        return Schedule(block, max(1, min(16, block // 256)), looped=False)
+    return Schedule(LOOP_BLOCK, max(1, min(16, LOOP_BLOCK // 256)), looped=True)
 
 
 class TritonBackend(Backend):
@@ -241,14 +317,16 @@ class TritonBackend(Backend):
 
     def _kernel_view(self, region: Region) -> TritonRegionView:
         prog = RowProgram(region)
-        loads, kernel_params, launch_args = [], [], []
+        loads, scalar_loads, kernel_params, launch_args = [], [], [], []
         row_input = None
         for v in region.inputs:
             kind = prog.kind_of(v.spec)
             ptr = f"{v.name}_ptr"
-            offset = {Kind.ROW: "row * N + cols", Kind.COL: "cols", Kind.ROW_SCALAR: "row"}[kind]
-            masked = ", mask=mask, other=0.0" if kind != Kind.ROW_SCALAR else ""
-            loads.append(Line(f"{v.name} = tl.load({ptr} + {offset}{masked})"))
+            if kind == Kind.ROW_SCALAR:
+                scalar_loads.append(Line(f"{v.name} = tl.load({ptr} + row)"))
+            else:
+                offset = "row * N + cols" if kind == Kind.ROW else "cols"
+                loads.append(Line(f"{v.name} = tl.load({ptr} + {offset}, mask=mask, other=0.0)"))
             prog.exprs[v.name] = Expr(v.name, kind)
             kernel_params.append(ptr)
             launch_args.append(v.name)
@@ -287,19 +365,19 @@ class TritonBackend(Backend):
             stores.append(Line(f"tl.store({ptr} + {offset}, {expr.text}{masked})"))
             kernel_params.append(ptr)
             launch_args.append(o.name)
-        block, warps = schedule(prog.n)
+        plan = schedule(prog.n)
+        body = (prog.looped_body if plan.looped else prog.persistent_body)(scalar_loads, loads, stores)
         return TritonRegionView(
             name=region.name,
             params=tuple(v.name for v in region.inputs),
             kernel_params=tuple(kernel_params),
-            loads=tuple(loads),
-            lines=tuple(prog.lines),
-            stores=tuple(stores),
+            body=tuple(body),
+            schedule_note=plan.note(prog.n),
             rows_expr=f"{row_input.name}.numel() // {prog.n}",
             allocations=tuple(allocations),
             launch_args=tuple(launch_args),
             n=prog.n,
-            block=block,
-            num_warps=warps,
+            block=plan.block,
+            num_warps=plan.num_warps,
             returns=tuple(o.name for o in region.outputs),
         )

@@ -93,3 +93,29 @@ def gelu_gate() -> GeluGate:
 
 def rotary_embedding() -> RotaryEmbedding:
     return RotaryEmbedding().requires_grad_(False)
+
+
+class TemperatureSoftmax(nn.Module):
+    """Sampling probabilities over a vocabulary: softmax(logits / temperature) in fp32. Rows of
+    32000 (Llama 2's vocabulary) are wider than a Triton program keeps in registers: the Triton
+    backend walks them in chunks (its looped schedule)."""
+
+    def __init__(self, temperature: float = 0.7) -> None:
+        super().__init__()
+        self.temperature = temperature
+
+    def forward(self, logits: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(logits.float() / self.temperature, dim=-1)
+
+
+def vocab_softmax() -> TemperatureSoftmax:
+    return TemperatureSoftmax().requires_grad_(False)
+
+
+def wide_rmsnorm() -> GptOssRMSNorm:
+    """RMSNorm over 16384 features (Llama 3 405B's hidden size), random weights."""
+    gen = torch.Generator().manual_seed(5)
+    module = GptOssRMSNorm(16384, eps=1e-5)
+    with torch.no_grad():
+        module.weight.copy_(1.0 + 0.1 * torch.randn(16384, generator=gen))
+    return module.requires_grad_(False)

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# thunder-aot bench for the bundled modules with Triton kernels, nvFuser and Triton side by side
+# (issue 4's per-module tables). Usage, on the GPU machine after `. .gpu/env.sh`:
+#     bash bench/modules.sh OUTDIR [ROUNDS]
+# writes OUTDIR/<module>/bench.{md,json,png}.
+set -u
+out=${1:?output folder}
+rounds=${2:-3}
+while IFS='|' read -r stem source shapes sizes; do
+  [ -z "$stem" ] && continue
+  echo "== $stem"
+  python3 -m thunder_aot bench "$source" --shapes "$shapes" --backends nvfuser,triton --sizes "$sizes" \
+    --rounds "$rounds" --out "$out/$stem" 2>&1 | grep -v "compiling and checking" | tail -12
+done <<'LIST'
+rmsnorm|thunder_aot.examples.gpt_oss:rmsnorm|1x[1..65536]x2880:bf16|1,2048,65536
+layer_norm|thunder_aot.examples.blocks:layer_norm|[1..2048]x1024:bf16|1,128,2048
+softmax|thunder_aot.examples.blocks:scaled_masked_softmax|1x8x[S=1..512]x[S]:bf16, 1x1x[S]x[S]:fp32|1,128,512
+vocab_softmax|thunder_aot.examples.blocks:vocab_softmax|[1..4096]x32000:bf16|1,64,4096
+wide_rmsnorm|thunder_aot.examples.blocks:wide_rmsnorm|1x[1..4096]x16384:bf16|1,128,4096
+residual_rmsnorm|thunder_aot.examples.blocks:residual_rmsnorm|1x[S=1..2048]x2880:bf16, 1x[S]x2880:bf16|1,128,2048
+gated_mlp|thunder_aot.examples.blocks:gated_mlp|[1..512]x256:fp32|1,128,512
+LIST

@@ -1,0 +1,69 @@
+"""num_warps / BLOCK sweep for the generated Triton kernels (how thunder-aot's schedule() was chosen).
+
+    . .gpu/env.sh && python3 bench/triton_schedule.py [--out bench/results/triton_schedule.md]
+
+Device time (triton.testing.do_bench, median) of the kernels in generated/rmsnorm_triton.py
+(persistent, 2880-wide rows) and generated/{wide_rmsnorm,vocab_softmax}_triton.py (looped), launched
+through the JIT with each setting, against a device-to-device copy's bandwidth (bytes read + written).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import torch
+import triton
+import triton.testing
+
+from thunder_aot.verify import load_module_from_text
+
+
+def copy_gb_per_s() -> float:
+    src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    ms = triton.testing.do_bench(lambda: dst.copy_(src), return_mode="median")
+    return 2 * src.numel() / (ms * 1e-3) / 1e9
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    copy = copy_gb_per_s()
+    lines = [f"device-to-device copy: {copy:.0f} GB/s", "", "| kernel | rows x N | BLOCK | num_warps | µs | GB/s | % of copy |", "|---|---|---|---|---|---|---|"]
+    cases = [
+        ("rmsnorm", "bucket3_fusion0_kernel", 2880, (65536, 16384, 128), (4096,), (4, 8, 16, 32)),
+        ("wide_rmsnorm", "bucket0_fusion0_kernel", 16384, (4096, 128), (2048, 4096, 8192), (4, 8, 16)),
+        ("vocab_softmax", "bucket0_fusion0_kernel", 32000, (4096, 64), (2048, 4096, 8192), (4, 8, 16)),
+    ]
+    for stem, kernel_name, n, row_counts, blocks, warps in cases:
+        gen = load_module_from_text(Path(f"generated/{stem}_triton.py").read_text(), f"sweep_{stem}")
+        kernel = getattr(gen, kernel_name)
+        for rows in row_counts:
+            x = torch.randn(rows, n, device="cuda", dtype=torch.bfloat16)
+            weight = torch.randn(n, device="cuda")
+            out = torch.empty(rows, n, device="cuda", dtype=torch.float32 if stem == "vocab_softmax" else torch.bfloat16)
+            kernel_args = (x, out) if stem == "vocab_softmax" else (x, weight, out)
+            nbytes = sum(t.numel() * t.element_size() for t in kernel_args)
+            for block in blocks:
+                for w in warps:
+                    def launch():
+                        kernel[(rows,)](*kernel_args, N=n, BLOCK=block, num_warps=w)
+                    try:
+                        launch()
+                        ms = triton.testing.do_bench(launch, return_mode="median")
+                    except Exception as e:  # e.g. too many registers for the setting
+                        lines.append(f"| {stem} | {rows}x{n} | {block} | {w} | failed: {type(e).__name__} | | |")
+                        continue
+                    gbs = nbytes / (ms * 1e-3) / 1e9
+                    lines.append(f"| {stem} | {rows}x{n} | {block} | {w} | {ms * 1e3:.1f} | {gbs:.0f} | {100 * gbs / copy:.0f}% |")
+                    print(lines[-1], flush=True)
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text)
+
+
+if __name__ == "__main__":
+    main()
