@@ -105,7 +105,7 @@ def _launch(
 
 @triton.jit
 def bucket0_fusion0_kernel(t22_ptr, t9_out_ptr, N: tl.constexpr, BLOCK: tl.constexpr):
-    # persistent: one row of 512 per program in BLOCK=512 lanes, 2 warps
+    # persistent: one row of 512 per program in BLOCK=512 lanes, 1 warps
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     mask = cols < N
@@ -134,14 +134,14 @@ def bucket0_fusion0(t22):
         (t22.data_ptr()) & 15,
         512,
         512,
-        2,
+        1,
     )
     return (t9,)
 
 
 @triton.jit
 def bucket0_fusion1_kernel(t9_ptr, t23_ptr, input__out_ptr, N: tl.constexpr, BLOCK: tl.constexpr):
-    # persistent: one row of 512 per program in BLOCK=512 lanes, 2 warps
+    # persistent: one row of 512 per program in BLOCK=512 lanes, 1 warps
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     mask = cols < N
@@ -167,7 +167,7 @@ def bucket0_fusion1(t9, t23):
         (t9.data_ptr() | t23.data_ptr()) & 15,
         512,
         512,
-        2,
+        1,
     )
     return (input_,)
 

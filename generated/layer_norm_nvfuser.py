@@ -82,10 +82,10 @@ def define_bucket0_fusion0(fd: FusionDefinition, s0: int) -> None:
         stride_order=[1, 0],
     )
     t_weight = fd.define_tensor(
-        shape=[1024], contiguity=[True], dtype=DataType.Float, is_cpu=False, stride_order=[0]
+        shape=[1024], contiguity=[True], dtype=DataType.BFloat16, is_cpu=False, stride_order=[0]
     )
     t_bias = fd.define_tensor(
-        shape=[1024], contiguity=[True], dtype=DataType.Float, is_cpu=False, stride_order=[0]
+        shape=[1024], contiguity=[True], dtype=DataType.BFloat16, is_cpu=False, stride_order=[0]
     )
     # torch/nn/modules/normalization.py:229: return F.layer_norm(
     t5 = fd.ops.cast(input_, DataType.Float)
@@ -103,13 +103,15 @@ def define_bucket0_fusion0(fd: FusionDefinition, s0: int) -> None:
     t20 = fd.ops.broadcast_in_dim(t16, [s0, 1024], [0, 1])
     t21 = fd.ops.mul(t19, t20)
     t22 = fd.ops.broadcast_in_dim(t_weight, [s0, 1024], [1])
-    t23 = fd.ops.mul(t21, t22)
-    t24 = fd.ops.broadcast_in_dim(t_bias, [s0, 1024], [1])
-    t25 = fd.ops.add(t23, t24)
-    t26 = fd.ops.cast(t25, DataType.BFloat16)
-    t27 = fd.ops.cast(t14, DataType.BFloat16)
-    t28 = fd.ops.cast(t16, DataType.BFloat16)
-    fd.add_output(t26)
+    t23 = fd.ops.cast(t22, DataType.Float)
+    t24 = fd.ops.mul(t21, t23)
+    t25 = fd.ops.broadcast_in_dim(t_bias, [s0, 1024], [1])
+    t26 = fd.ops.cast(t25, DataType.Float)
+    t27 = fd.ops.add(t24, t26)
+    t28 = fd.ops.cast(t27, DataType.BFloat16)
+    t29 = fd.ops.cast(t14, DataType.BFloat16)
+    t30 = fd.ops.cast(t16, DataType.BFloat16)
+    fd.add_output(t28)
 
 
 #: one FusionDefinition per (s0), recorded at that size's first call
@@ -118,9 +120,9 @@ bucket0_fusion0: dict[tuple[int, ...], FusionDefinition] = {}
 
 def _bucket0(input_, t_bias, t_weight, s0):
     """Bucket 0: [s0=1..2048]x1024:bfloat16"""
-    # aotFusion0: convert_element_type, shallow_copy, var_mean, broadcast_in_dim, broadcast_in_dim, shallow_copy, shallow_copy, add, rsqrt, broadcast_in_dim, convert_element_type, sub, broadcast_in_dim, mul, broadcast_in_dim, mul, broadcast_in_dim, add, convert_element_type, convert_element_type, convert_element_type
-    (t26,) = _run(_specialized(bucket0_fusion0, define_bucket0_fusion0, (s0,)), [input_, t_weight, t_bias])
-    return t26
+    # aotFusion0: convert_element_type, shallow_copy, var_mean, broadcast_in_dim, broadcast_in_dim, shallow_copy, shallow_copy, add, rsqrt, broadcast_in_dim, convert_element_type, sub, broadcast_in_dim, mul, broadcast_in_dim, convert_element_type, mul, broadcast_in_dim, convert_element_type, add, convert_element_type, convert_element_type, convert_element_type
+    (t28,) = _run(_specialized(bucket0_fusion0, define_bucket0_fusion0, (s0,)), [input_, t_weight, t_bias])
+    return t28
 
 
 def _no_bucket(input_):
@@ -163,22 +165,22 @@ def forward(input_, t_bias, t_weight):
     if not (isinstance(input_, torch.Tensor) and input_.is_cuda and input_.is_contiguous()):
         raise _bad_input("input_", input_)
     if not (
-        t_bias.dtype is torch.float32
+        t_bias.dtype is torch.bfloat16
         and t_bias.get_device() == input_.get_device()
         and t_bias.shape == (1024,)
         and t_bias.is_contiguous()
     ):
         raise _bad_state(
-            "bias", t_bias, "a contiguous float32 tensor of shape 1024 on input_'s device", input_.device
+            "bias", t_bias, "a contiguous bfloat16 tensor of shape 1024 on input_'s device", input_.device
         )
     if not (
-        t_weight.dtype is torch.float32
+        t_weight.dtype is torch.bfloat16
         and t_weight.get_device() == input_.get_device()
         and t_weight.shape == (1024,)
         and t_weight.is_contiguous()
     ):
         raise _bad_state(
-            "weight", t_weight, "a contiguous float32 tensor of shape 1024 on input_'s device", input_.device
+            "weight", t_weight, "a contiguous bfloat16 tensor of shape 1024 on input_'s device", input_.device
         )
     if torch.is_grad_enabled() and (input_.requires_grad or t_bias.requires_grad or t_weight.requires_grad):
         raise _no_autograd()
@@ -206,10 +208,10 @@ class LayerNorm(torch.nn.Module):
     def __init__(self, *, device: torch.device | str | None = None) -> None:
         super().__init__()
         self.register_parameter(
-            "bias", torch.nn.Parameter(torch.empty((1024,), dtype=torch.float32, device=device))
+            "bias", torch.nn.Parameter(torch.empty((1024,), dtype=torch.bfloat16, device=device))
         )
         self.register_parameter(
-            "weight", torch.nn.Parameter(torch.empty((1024,), dtype=torch.float32, device=device))
+            "weight", torch.nn.Parameter(torch.empty((1024,), dtype=torch.bfloat16, device=device))
         )
 
     #: settings of the source module that the export baked in; from_module checks them

@@ -42,20 +42,22 @@ def bucket0_fusion0(input_, t_weight, t_bias, s0):
     t20 = t16.expand(s0, 1024)
     t21 = t19 * t20
     t22 = t_weight.view(1, 1024).expand(s0, 1024)
-    t23 = t21 * t22
-    t24 = t_bias.view(1, 1024).expand(s0, 1024)
-    t25 = t23 + t24
-    t26 = t25.to(torch.bfloat16)
-    t27 = t14.to(torch.bfloat16)
-    t28 = t16.to(torch.bfloat16)
-    return (t26,)
+    t23 = t22.to(torch.float32)
+    t24 = t21 * t23
+    t25 = t_bias.view(1, 1024).expand(s0, 1024)
+    t26 = t25.to(torch.float32)
+    t27 = t24 + t26
+    t28 = t27.to(torch.bfloat16)
+    t29 = t14.to(torch.bfloat16)
+    t30 = t16.to(torch.bfloat16)
+    return (t28,)
 
 
 def _bucket0(input_, t_bias, t_weight, s0):
     """Bucket 0: [s0=1..2048]x1024:bfloat16"""
-    # aotFusion0: convert_element_type, shallow_copy, var_mean, broadcast_in_dim, broadcast_in_dim, shallow_copy, shallow_copy, add, rsqrt, broadcast_in_dim, convert_element_type, sub, broadcast_in_dim, mul, broadcast_in_dim, mul, broadcast_in_dim, add, convert_element_type, convert_element_type, convert_element_type
-    (t26,) = bucket0_fusion0(input_, t_weight, t_bias, s0)
-    return t26
+    # aotFusion0: convert_element_type, shallow_copy, var_mean, broadcast_in_dim, broadcast_in_dim, shallow_copy, shallow_copy, add, rsqrt, broadcast_in_dim, convert_element_type, sub, broadcast_in_dim, mul, broadcast_in_dim, convert_element_type, mul, broadcast_in_dim, convert_element_type, add, convert_element_type, convert_element_type, convert_element_type
+    (t28,) = bucket0_fusion0(input_, t_weight, t_bias, s0)
+    return t28
 
 
 def _no_bucket(input_):
@@ -106,10 +108,10 @@ class LayerNorm(torch.nn.Module):
     def __init__(self, *, device: torch.device | str | None = None) -> None:
         super().__init__()
         self.register_parameter(
-            "bias", torch.nn.Parameter(torch.empty((1024,), dtype=torch.float32, device=device))
+            "bias", torch.nn.Parameter(torch.empty((1024,), dtype=torch.bfloat16, device=device))
         )
         self.register_parameter(
-            "weight", torch.nn.Parameter(torch.empty((1024,), dtype=torch.float32, device=device))
+            "weight", torch.nn.Parameter(torch.empty((1024,), dtype=torch.bfloat16, device=device))
         )
 
     #: settings of the source module that the export baked in; from_module checks them

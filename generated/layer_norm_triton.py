@@ -105,9 +105,9 @@ def _launch(
 
 @triton.jit
 def bucket0_fusion0_kernel(
-    input__ptr, t_weight_ptr, t_bias_ptr, t26_out_ptr, N: tl.constexpr, BLOCK: tl.constexpr
+    input__ptr, t_weight_ptr, t_bias_ptr, t28_out_ptr, N: tl.constexpr, BLOCK: tl.constexpr
 ):
-    # persistent: one row of 1024 per program in BLOCK=1024 lanes, 4 warps
+    # persistent: one row of 1024 per program in BLOCK=1024 lanes, 1 warps
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     mask = cols < N
@@ -123,12 +123,14 @@ def bucket0_fusion0_kernel(
     t18 = (input_).to(tl.float32)
     t19 = t18 - t10
     t21 = t19 * t16
-    t23 = t21 * t_weight
-    t25 = t23 + t_bias
-    t26 = (t25).to(tl.bfloat16)
-    t27 = (t10).to(tl.bfloat16)
-    t28 = (t16).to(tl.bfloat16)
-    tl.store(t26_out_ptr + row * N + cols, t26, mask=mask)
+    t23 = (t_weight).to(tl.float32)
+    t24 = t21 * t23
+    t26 = (t_bias).to(tl.float32)
+    t27 = t24 + t26
+    t28 = (t27).to(tl.bfloat16)
+    t29 = (t10).to(tl.bfloat16)
+    t30 = (t16).to(tl.bfloat16)
+    tl.store(t28_out_ptr + row * N + cols, t28, mask=mask)
 
 
 #: device index * 2 + (inputs misaligned) -> the compiled kernel
@@ -137,25 +139,25 @@ bucket0_fusion0_compiled: dict = {}
 
 def bucket0_fusion0(input_, t_weight, t_bias):
     rows = input_.numel() // 1024
-    t26 = torch.empty_like(input_)
+    t28 = torch.empty_like(input_)
     _launch(
         bucket0_fusion0_kernel,
         bucket0_fusion0_compiled,
         rows,
-        (input_, t_weight, t_bias, t26),
+        (input_, t_weight, t_bias, t28),
         (input_.data_ptr() | t_weight.data_ptr() | t_bias.data_ptr()) & 15,
         1024,
         1024,
-        4,
+        1,
     )
-    return (t26,)
+    return (t28,)
 
 
 def _bucket0(input_, t_bias, t_weight, s0):
     """Bucket 0: [s0=1..2048]x1024:bfloat16"""
-    # aotFusion0: convert_element_type, shallow_copy, var_mean, broadcast_in_dim, broadcast_in_dim, shallow_copy, shallow_copy, add, rsqrt, broadcast_in_dim, convert_element_type, sub, broadcast_in_dim, mul, broadcast_in_dim, mul, broadcast_in_dim, add, convert_element_type, convert_element_type, convert_element_type
-    (t26,) = bucket0_fusion0(input_, t_weight, t_bias)
-    return t26
+    # aotFusion0: convert_element_type, shallow_copy, var_mean, broadcast_in_dim, broadcast_in_dim, shallow_copy, shallow_copy, add, rsqrt, broadcast_in_dim, convert_element_type, sub, broadcast_in_dim, mul, broadcast_in_dim, convert_element_type, mul, broadcast_in_dim, convert_element_type, add, convert_element_type, convert_element_type, convert_element_type
+    (t28,) = bucket0_fusion0(input_, t_weight, t_bias)
+    return t28
 
 
 def _no_bucket(input_):
@@ -198,22 +200,22 @@ def forward(input_, t_bias, t_weight):
     if not (isinstance(input_, torch.Tensor) and input_.is_contiguous() and (input_.is_cuda or _INTERPRET)):
         raise _bad_input("input_", input_)
     if not (
-        t_bias.dtype is torch.float32
+        t_bias.dtype is torch.bfloat16
         and t_bias.get_device() == input_.get_device()
         and t_bias.shape == (1024,)
         and t_bias.is_contiguous()
     ):
         raise _bad_state(
-            "bias", t_bias, "a contiguous float32 tensor of shape 1024 on input_'s device", input_.device
+            "bias", t_bias, "a contiguous bfloat16 tensor of shape 1024 on input_'s device", input_.device
         )
     if not (
-        t_weight.dtype is torch.float32
+        t_weight.dtype is torch.bfloat16
         and t_weight.get_device() == input_.get_device()
         and t_weight.shape == (1024,)
         and t_weight.is_contiguous()
     ):
         raise _bad_state(
-            "weight", t_weight, "a contiguous float32 tensor of shape 1024 on input_'s device", input_.device
+            "weight", t_weight, "a contiguous bfloat16 tensor of shape 1024 on input_'s device", input_.device
         )
     if torch.is_grad_enabled() and (input_.requires_grad or t_bias.requires_grad or t_weight.requires_grad):
         raise _no_autograd()
@@ -241,10 +243,10 @@ class LayerNorm(torch.nn.Module):
     def __init__(self, *, device: torch.device | str | None = None) -> None:
         super().__init__()
         self.register_parameter(
-            "bias", torch.nn.Parameter(torch.empty((1024,), dtype=torch.float32, device=device))
+            "bias", torch.nn.Parameter(torch.empty((1024,), dtype=torch.bfloat16, device=device))
         )
         self.register_parameter(
-            "weight", torch.nn.Parameter(torch.empty((1024,), dtype=torch.float32, device=device))
+            "weight", torch.nn.Parameter(torch.empty((1024,), dtype=torch.bfloat16, device=device))
         )
 
     #: settings of the source module that the export baked in; from_module checks them

@@ -113,7 +113,7 @@ def bucket0_fusion0_kernel(
     N: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
-    # persistent: one row of 2880 per program in BLOCK=4096 lanes, 16 warps
+    # persistent: one row of 2880 per program in BLOCK=4096 lanes, 4 warps
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     mask = cols < N
@@ -158,7 +158,7 @@ def bucket0_fusion0(x, residual, t_norm_weight):
         (x.data_ptr() | residual.data_ptr() | t_norm_weight.data_ptr()) & 15,
         2880,
         4096,
-        16,
+        4,
     )
     return hidden_states, t21
 

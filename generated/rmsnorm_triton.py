@@ -115,7 +115,7 @@ def _launch(
 def bucket0_fusion0_kernel(
     hidden_states_ptr, t_weight_ptr, t16_out_ptr, N: tl.constexpr, BLOCK: tl.constexpr
 ):
-    # persistent: one row of 2880 per program in BLOCK=4096 lanes, 16 warps
+    # persistent: one row of 2880 per program in BLOCK=4096 lanes, 4 warps
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     mask = cols < N
@@ -152,7 +152,7 @@ def bucket0_fusion0(hidden_states, t_weight):
         (hidden_states.data_ptr() | t_weight.data_ptr()) & 15,
         2880,
         4096,
-        16,
+        4,
     )
     return (t16,)
 
@@ -168,7 +168,7 @@ def _bucket0(hidden_states, t_weight):
 def bucket1_fusion0_kernel(
     hidden_states_ptr, t_weight_ptr, t16_out_ptr, N: tl.constexpr, BLOCK: tl.constexpr
 ):
-    # persistent: one row of 2880 per program in BLOCK=4096 lanes, 16 warps
+    # persistent: one row of 2880 per program in BLOCK=4096 lanes, 4 warps
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     mask = cols < N
@@ -205,7 +205,7 @@ def bucket1_fusion0(hidden_states, t_weight):
         (hidden_states.data_ptr() | t_weight.data_ptr()) & 15,
         2880,
         4096,
-        16,
+        4,
     )
     return (t16,)
 
@@ -221,7 +221,7 @@ def _bucket1(hidden_states, t_weight):
 def bucket2_fusion0_kernel(
     hidden_states_ptr, t_weight_ptr, t16_out_ptr, N: tl.constexpr, BLOCK: tl.constexpr
 ):
-    # persistent: one row of 2880 per program in BLOCK=4096 lanes, 16 warps
+    # persistent: one row of 2880 per program in BLOCK=4096 lanes, 4 warps
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     mask = cols < N
@@ -258,7 +258,7 @@ def bucket2_fusion0(hidden_states, t_weight):
         (hidden_states.data_ptr() | t_weight.data_ptr()) & 15,
         2880,
         4096,
-        16,
+        4,
     )
     return (t16,)
 
@@ -274,7 +274,7 @@ def _bucket2(hidden_states, t_weight):
 def bucket3_fusion0_kernel(
     hidden_states_ptr, t_weight_ptr, t16_out_ptr, N: tl.constexpr, BLOCK: tl.constexpr
 ):
-    # persistent: one row of 2880 per program in BLOCK=4096 lanes, 16 warps
+    # persistent: one row of 2880 per program in BLOCK=4096 lanes, 4 warps
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     mask = cols < N
@@ -311,7 +311,7 @@ def bucket3_fusion0(hidden_states, t_weight):
         (hidden_states.data_ptr() | t_weight.data_ptr()) & 15,
         2880,
         4096,
-        16,
+        4,
     )
     return (t16,)
 

@@ -26,7 +26,7 @@ BUCKETS = ("[s0=1..64]x32000:bfloat16",)
 
 
 def bucket0_fusion0(logits, s0):
-    # thunder_aot/examples/blocks.py:108: return torch.softmax(logits.float() / self.temperature, dim=-1)
+    # thunder_aot/examples/blocks.py:110: return torch.softmax(logits.float() / self.temperature, dim=-1)
     t0 = logits.to(torch.float32)
     t2 = t0 / 0.7
     t3 = t2

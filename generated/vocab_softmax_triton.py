@@ -105,14 +105,14 @@ def _launch(
 
 @triton.jit
 def bucket0_fusion0_kernel(logits_ptr, t17_out_ptr, N: tl.constexpr, BLOCK: tl.constexpr):
-    # looped: one row of 32000 per program, in chunks of BLOCK=4096, 16 warps
+    # looped: one row of 32000 per program, in chunks of BLOCK=8192, 16 warps
     row = tl.program_id(0).to(tl.int64)
     t5_acc = tl.full([BLOCK], float("-inf"), tl.float32)
     for start in range(0, N, BLOCK):
         cols = start + tl.arange(0, BLOCK)
         mask = cols < N
         logits = tl.load(logits_ptr + row * N + cols, mask=mask, other=0.0)
-        # thunder_aot/examples/blocks.py:108: return torch.softmax(logits.float() / self.temperature, dim=-1)
+        # thunder_aot/examples/blocks.py:110: return torch.softmax(logits.float() / self.temperature, dim=-1)
         t0 = (logits).to(tl.float32)
         t2 = t0 / 0.7
         t5_acc = tl.maximum(t5_acc, tl.where(mask, t2, float("-inf")))
@@ -122,7 +122,7 @@ def bucket0_fusion0_kernel(logits_ptr, t17_out_ptr, N: tl.constexpr, BLOCK: tl.c
         cols = start + tl.arange(0, BLOCK)
         mask = cols < N
         logits = tl.load(logits_ptr + row * N + cols, mask=mask, other=0.0)
-        # thunder_aot/examples/blocks.py:108: return torch.softmax(logits.float() / self.temperature, dim=-1)
+        # thunder_aot/examples/blocks.py:110: return torch.softmax(logits.float() / self.temperature, dim=-1)
         t0 = (logits).to(tl.float32)
         t2 = t0 / 0.7
         t9 = t2 - t5
@@ -133,7 +133,7 @@ def bucket0_fusion0_kernel(logits_ptr, t17_out_ptr, N: tl.constexpr, BLOCK: tl.c
         cols = start + tl.arange(0, BLOCK)
         mask = cols < N
         logits = tl.load(logits_ptr + row * N + cols, mask=mask, other=0.0)
-        # thunder_aot/examples/blocks.py:108: return torch.softmax(logits.float() / self.temperature, dim=-1)
+        # thunder_aot/examples/blocks.py:110: return torch.softmax(logits.float() / self.temperature, dim=-1)
         t0 = (logits).to(tl.float32)
         t2 = t0 / 0.7
         t9 = t2 - t5
@@ -156,7 +156,7 @@ def bucket0_fusion0(logits):
         (logits, t17),
         (logits.data_ptr()) & 15,
         32000,
-        4096,
+        8192,
         16,
     )
     return (t17,)

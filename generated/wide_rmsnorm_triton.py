@@ -107,7 +107,7 @@ def _launch(
 def bucket0_fusion0_kernel(
     hidden_states_ptr, t_weight_ptr, t16_out_ptr, N: tl.constexpr, BLOCK: tl.constexpr
 ):
-    # looped: one row of 16384 per program, in chunks of BLOCK=4096, 16 warps
+    # looped: one row of 16384 per program, in chunks of BLOCK=8192, 16 warps
     row = tl.program_id(0).to(tl.int64)
     t3_acc = tl.full([BLOCK], 0.0, tl.float32)
     for start in range(0, N, BLOCK):
@@ -155,7 +155,7 @@ def bucket0_fusion0(hidden_states, t_weight):
         (hidden_states, t_weight, t16),
         (hidden_states.data_ptr() | t_weight.data_ptr()) & 15,
         16384,
-        4096,
+        8192,
         16,
     )
     return (t16,)

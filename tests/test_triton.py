@@ -68,10 +68,10 @@ def test_kernel_structure(stem):
 def test_schedule_is_one_row_per_program_persistent_while_it_fits_then_looped():
     from thunder_aot.backends.triton import LOOP_BLOCK, MAX_BLOCK, Schedule, schedule
 
-    assert schedule(2880) == Schedule(4096, 16, looped=False)
+    assert schedule(2880) == Schedule(4096, 4, looped=False)
     assert schedule(256) == Schedule(256, 1, looped=False)
-    assert schedule(1024) == Schedule(1024, 4, looped=False)
+    assert schedule(1024) == Schedule(1024, 1, looped=False)
     assert schedule(1) == Schedule(1, 1, looped=False)
-    assert schedule(MAX_BLOCK) == Schedule(MAX_BLOCK, 16, looped=False)
+    assert schedule(MAX_BLOCK) == Schedule(MAX_BLOCK, 8, looped=False)
     assert schedule(MAX_BLOCK + 1) == Schedule(LOOP_BLOCK, 16, looped=True)
     assert schedule(32000).looped and schedule(32000).block == LOOP_BLOCK

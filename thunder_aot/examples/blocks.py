@@ -80,7 +80,9 @@ class RotaryEmbedding(nn.Module):
 
 
 def layer_norm() -> nn.LayerNorm:
-    return _randomize(nn.LayerNorm(1024), seed=3)
+    """LayerNorm(1024) with bf16 weight and bias, as in a bf16 model (CUDA's eager layer_norm
+    refuses a bf16 input with fp32 weights)."""
+    return _randomize(nn.LayerNorm(1024), seed=3).to(torch.bfloat16)
 
 
 def scaled_masked_softmax() -> ScaledMaskedSoftmax:
