@@ -1,12 +1,22 @@
 #!/usr/bin/env bash
-# One batched GPU session (tests, Triton schedule sweep, hot-path overhead, per-module benches);
-# each step has its own time limit and everything lands in $OUT/results.tgz after every step.
-# Usage on the GPU machine: . .gpu/env.sh && bash bench/gpu_session.sh
+# One batched GPU session; each step has its own time limit, and everything lands in
+# $OUT/results.tgz after every step (a call cut short keeps what it finished).
+# Usage on the GPU machine:  . .gpu/env.sh && bash bench/gpu_session.sh [full|final]
+#   full  (default): all GPU tests, Triton schedule sweep, Triton hot-path overhead, per-module benches
+#   final: after a Triton change: the Triton GPU tests, then rmsnorm, vocab_softmax and layer_norm benched
 set -u
 W=$(mktemp -d)
 pack() { tar czf "$OUT/results.tgz" -C "$W" . ; }
 step() { local limit=$1 name=$2; shift 2; echo "=== $name"; timeout "$limit" "$@" > "$W/$name.log" 2>&1; echo "rc=$?" >> "$W/$name.log"; tail -4 "$W/$name.log"; pack; }
-step 160 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs
-step 70 triton_schedule python3 bench/triton_schedule.py --out "$W/triton_schedule.md"
-step 45 overhead python3 bench/overhead.py --backends triton --rounds 3 --out "$W/overhead_triton.md"
-step 300 modules bash bench/modules.sh "$W/modules" 2
+BENCH=(python3 -m thunder_aot bench --backends nvfuser,triton --rounds 2)
+if [ "${1:-full}" = final ]; then
+  step 70 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads"
+  step 80 rmsnorm "${BENCH[@]}" thunder_aot.examples.gpt_oss:rmsnorm --shapes "1x[1..65536]x2880:bf16" --sizes 1,2048,65536 --out "$W/rmsnorm"
+  step 45 vocab_softmax "${BENCH[@]}" thunder_aot.examples.blocks:vocab_softmax --shapes "[1..4096]x32000:bf16" --sizes 1,4096 --out "$W/vocab_softmax"
+  step 45 layer_norm "${BENCH[@]}" thunder_aot.examples.blocks:layer_norm --shapes "[1..2048]x1024:bf16" --sizes 1,2048 --out "$W/layer_norm"
+else
+  step 160 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs
+  step 70 triton_schedule python3 bench/triton_schedule.py --out "$W/triton_schedule.md"
+  step 45 overhead python3 bench/overhead.py --backends triton --rounds 3 --out "$W/overhead_triton.md"
+  step 300 modules bash bench/modules.sh "$W/modules" 2
+fi

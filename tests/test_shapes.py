@@ -99,3 +99,16 @@ def test_low_precision_comparison_accepts_rounding_of_intermediates_but_not_erro
     nan[3] = float("nan")
     with pytest.raises(ExportError):
         compare(e, nan, "nan")
+
+
+def test_verification_samples_both_edges_and_a_size_strictly_inside():
+    import torch
+
+    from thunder_aot.verify import sample_envs
+
+    (bucket,) = parse_shapes("1x[s0=1..64]x8:bf16")
+    for seed in range(200):  # an inside size equal to an edge would silently drop a check
+        envs = sample_envs(bucket, torch.Generator().manual_seed(seed))
+        assert [e["s0"] for e in envs[:2]] == [1, 64] and len(envs) == 3 and 1 < envs[2]["s0"] < 64
+    (narrow,) = parse_shapes("[s0=3..4]x8")
+    assert [e["s0"] for e in sample_envs(narrow, torch.Generator().manual_seed(0))] == [3, 4]

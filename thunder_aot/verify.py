@@ -48,12 +48,16 @@ def load_module_from_text(text: str, name: str = "thunder_aot_generated_check") 
 
 
 def sample_envs(bucket: Bucket, generator: torch.Generator) -> list[dict[str, int]]:
-    """Every dynamic dim at its lower edge, at its upper edge, and at a random size inside."""
+    """Every dynamic dim at its lower edge, at its upper edge, and at a random size strictly
+    inside (where the range has an inside: a range of one or two sizes has only edges)."""
     if bucket.is_exact:
         return [{}]
     lo = {r.name: r.lo for r in bucket.dims}
     hi = {r.name: r.hi for r in bucket.dims}
-    inside = {r.name: int(torch.randint(r.lo, r.hi + 1, (1,), generator=generator)) for r in bucket.dims}
+    inside = {
+        r.name: int(torch.randint(r.lo + 1, r.hi, (1,), generator=generator)) if r.hi - r.lo >= 2 else r.lo
+        for r in bucket.dims
+    }
     envs = [lo, hi, inside]
     return [e for i, e in enumerate(envs) if e not in envs[:i]]
 
