@@ -127,7 +127,7 @@ def bare_launches(aot: torch.nn.Module, inputs: list[torch.Tensor]) -> Call | No
 
         def record(kernel, compiled, rows, args, misaligned, n, block, num_warps):
             real(kernel, compiled, rows, args, misaligned, n, block, num_warps)
-            index = args[0].get_device()
+            index = args[0].get_device()  # the cache key _launch uses (templates/triton_prelude.py.jinja)
             recorded.append((compiled[index + index + (misaligned != 0)], rows, args, n, block))
     elif hasattr(generated, "_run"):  # nvfuser
         real, name = generated._run, "_run"

@@ -110,7 +110,7 @@ class RowProgram:
         self.n = full[-1]
         self.exprs: dict[str, Expr] = {}
         self.lines: list[Line] = []
-        self.reductions: list[Reduction | None] = []  # per line: the reduction it computes, if any
+        self.line_info: list[tuple[str, Reduction | None]] = []  # per line: what it defines, the reduction it computes
 
     def kind_of(self, spec: TensorSpec) -> Kind:
         shape = spec.shape
@@ -183,18 +183,18 @@ class RowProgram:
                 raise Unsupported("var_mean over other than the innermost dim")
             var, mean = op.outputs
             dtype = TL_DTYPES[mean.spec.dtype]
-            mean_sum = Reduction(mean.name, "tl.sum", "0.0", a.text, dtype, "{} + {}", f" / {self.n}")
+            mean_sum = Reduction(mean.name, "tl.sum", "0.0", a.text, dtype, _COMBINE["tl.sum"], f" / {self.n}")
             self.set(mean, f"tl.sum(tl.where(mask, {a.text}, 0.0), axis=0) / {self.n}", Kind.ROW_SCALAR, mean_sum)
             centered = f"tl.where(mask, {a.text} - {mean.name}, 0.0)"
             squares = f"({a.text} - {mean.name}) * ({a.text} - {mean.name})"
-            var_sum = Reduction(var.name, "tl.sum", "0.0", squares, dtype, "{} + {}", f" / {self.n - correction}")
+            var_sum = Reduction(var.name, "tl.sum", "0.0", squares, dtype, _COMBINE["tl.sum"], f" / {self.n - correction}")
             return self.set(var, f"tl.sum({centered} * {centered}, axis=0) / {self.n - correction}", Kind.ROW_SCALAR, var_sum)
         raise Unsupported(f"prims.{p}")
 
     def set(self, out: Value, text: str, kind: Kind, reduction: "Reduction | None" = None) -> str:
         self.exprs[out.name] = Expr(out.name, kind)
         self.lines.append(Line(f"{out.name} = {text}"))
-        self.reductions.append(reduction)
+        self.line_info.append((out.name, reduction))
         return out.name
 
     def persistent_body(self, scalar_loads: list[Line], loads: list[Line], stores: list[Line]) -> list[Line]:
@@ -214,13 +214,13 @@ class RowProgram:
                     Line("mask = cols < N", indent=1)]
             return head + [Line(x.code, x.comment, 1) for x in [*loads, *vector, *last]]
 
-        for line, reduction in zip(self.lines, self.reductions):
+        for line, (name, reduction) in zip(self.lines, self.line_info):
             if reduction is not None:
                 acc = f"{reduction.out}_acc"
                 body.append(Line(f"{acc} = tl.full([BLOCK], {reduction.identity}, {reduction.dtype})", line.comment))
                 body += loop([Line(f"{acc} = {reduction.combine.format(acc, f'tl.where(mask, {reduction.operand}, {reduction.identity})')}")])
                 body.append(Line(f"{reduction.out} = {reduction.fn}({acc}, axis=0){reduction.suffix}"))
-            elif self.exprs[line.code.split(" = ", 1)[0]].kind in (Kind.ROW, Kind.COL):
+            elif self.exprs[name].kind in (Kind.ROW, Kind.COL):
                 vector.append(line)
             else:  # per-row scalars and constants: once, between the loops
                 body.append(line)
