@@ -18,7 +18,7 @@ from tests.helpers import ROOT
 IDS = [e[0] for e in EXPORTS]
 #: how many regions of each module become Triton kernels (the rest run as torch ops)
 KERNELS = {
-    "rmsnorm": 4, "gated_mlp": 2, "residual_rmsnorm": 1, "layer_norm": 1, "softmax": 1, "gelu_gate": 0, "rotary": 0,
+    "rmsnorm": 4, "gated_mlp": 2, "residual_rmsnorm": 1, "layer_norm": 1, "softmax": 1, "gelu_gate": 1, "rotary": 0,
     "vocab_softmax": 1, "wide_rmsnorm": 1,
 }
 #: modules whose rows are wider than MAX_BLOCK: their kernels walk the row in chunks
@@ -75,3 +75,29 @@ def test_schedule_is_one_row_per_program_persistent_while_it_fits_then_looped():
     assert schedule(MAX_BLOCK) == Schedule(MAX_BLOCK, 8, looped=False)
     assert schedule(MAX_BLOCK + 1) == Schedule(LOOP_BLOCK, 16, looped=True)
     assert schedule(32000).looped and schedule(32000).block == LOOP_BLOCK
+
+
+def test_interpreter_patched_to_round_bf16_as_the_gpu_does():
+    """Triton's interpreter truncates float32 -> bfloat16; the CPU checks patch it to round to
+    nearest even (as the GPU does), or kernels with many 16-bit intermediates drift on CPU only."""
+    code = """
+import torch, triton, triton.language as tl
+from thunder_aot.backends.triton import interpreter_rounds_like_the_gpu
+
+@triton.jit
+def to_bf16_and_back(x_ptr, y_ptr, N: tl.constexpr):
+    c = tl.arange(0, N)
+    tl.store(y_ptr + c, tl.load(x_ptr + c).to(tl.bfloat16).to(tl.float32))
+
+x = torch.tensor([1 + 2**-8 + 2**-12, -(1 + 2**-8 + 2**-12), 1 + 2**-9, 2 - 2**-12], dtype=torch.float32)
+for patched in (False, True):
+    if patched:
+        interpreter_rounds_like_the_gpu()
+    y = torch.empty_like(x)
+    to_bf16_and_back[(1,)](x, y, N=4)
+    print(patched, torch.equal(y, x.bfloat16().float()))
+"""
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split() == ["False", "False", "True", "True"]

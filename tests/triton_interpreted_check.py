@@ -20,12 +20,14 @@ import torch  # noqa: E402
 
 from tests.examples import EXPORTS  # noqa: E402
 from tests.helpers import poisoned_outputs  # noqa: E402
+from thunder_aot.backends.triton import interpreter_rounds_like_the_gpu  # noqa: E402
 from thunder_aot.resolve import resolve_module  # noqa: E402
 from thunder_aot.shapes import parse_shapes  # noqa: E402
 from thunder_aot.verify import bucket_inputs, compare, load_module_from_text  # noqa: E402
 
 
 def main(stem: str) -> int:
+    interpreter_rounds_like_the_gpu()
     _, source, shapes = next(e for e in EXPORTS if e[0] == stem)
     module = resolve_module(source).eval()
     gen = load_module_from_text((ROOT / "generated" / f"{stem}_triton.py").read_text(), f"{stem}_triton")
