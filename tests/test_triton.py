@@ -101,3 +101,36 @@ for patched in (False, True):
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split() == ["False", "False", "True", "True"]
+
+
+def test_parameters_a_kernel_reads_are_checked_on_every_call():
+    """A module converted after export (dtype, shape, layout of a parameter) is refused with one
+    line before any kernel runs; the same module with its exported parameter works (interpreter)."""
+    code = """
+import sys, torch
+sys.path.insert(0, '.')
+from thunder_aot.verify import load_module_from_text
+from thunder_aot.examples.gpt_oss import rmsnorm
+g = load_module_from_text(open('generated/rmsnorm_triton.py').read(), 'state_check')
+source = rmsnorm()
+aot = g.GptOssRMSNorm.from_module(source)
+x = torch.randn(1, 5, 2880, dtype=torch.bfloat16)
+with torch.no_grad():
+    torch.testing.assert_close(aot(x), source(x), rtol=1.6e-2, atol=1e-2)
+    for what, weight in [("half", source.weight.half()), ("short", source.weight[:2000]),
+                         ("strided", torch.randn(5760)[::2])]:
+        aot._parameters["weight"] = torch.nn.Parameter(weight, requires_grad=False)
+        try:
+            aot(x)
+            print(what, "ACCEPTED")
+        except ValueError as e:
+            print(what, "|", e)
+"""
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.strip().splitlines()
+    assert [line.split(" |")[0] for line in lines] == ["half", "short", "strided"], lines
+    for line in lines:
+        assert "weight must be a contiguous float32 tensor of shape 2880 on hidden_states's device" in line, line
+    assert "got a float16 tensor of shape 2880" in lines[0] and "shape 2000" in lines[1] and "contiguous=False" in lines[2]
