@@ -18,7 +18,7 @@ from tests.helpers import ROOT
 IDS = [e[0] for e in EXPORTS]
 #: how many regions of each module become Triton kernels (the rest run as torch ops)
 KERNELS = {
-    "rmsnorm": 4, "gated_mlp": 2, "residual_rmsnorm": 1, "layer_norm": 1, "softmax": 1, "gelu_gate": 1, "rotary": 0,
+    "rmsnorm": 4, "gated_mlp": 2, "residual_rmsnorm": 1, "layer_norm": 1, "softmax": 2, "gelu_gate": 1, "rotary": 0,
     "vocab_softmax": 1, "wide_rmsnorm": 1,
 }
 #: modules whose rows are wider than MAX_BLOCK: their kernels walk the row in chunks
@@ -40,12 +40,18 @@ def test_kernel_structure(stem):
     text = (ROOT / "generated" / f"{stem}_triton.py").read_text()
     tree = ast.parse(text)
     kernels = [
-        n for n in tree.body if isinstance(n, ast.FunctionDef) and any(getattr(d, "attr", None) == "jit" for d in n.decorator_list)
+        n for n in tree.body if isinstance(n, ast.FunctionDef) and any(getattr(getattr(d, "func", d), "attr", None) == "jit" for d in n.decorator_list)
     ]
     assert len(kernels) == KERNELS[stem]
     for k in kernels:
         body = ast.unparse(k)
         assert "tl.program_id(0)" in body and "mask = cols < N" in body
+        # run-time sizes are never specialised on: one compiled kernel serves every value (the
+        # launcher's cache is keyed by device and alignment only)
+        sizes = [a.arg for a in k.args.args if a.annotation is None and not a.arg.endswith("_ptr")]
+        calls = [d for d in k.decorator_list if isinstance(d, ast.Call)]
+        unspecialised = ast.literal_eval(calls[0].keywords[0].value) if calls else []
+        assert sizes == unspecialised, (sizes, unspecialised)
         loops = [n for n in ast.walk(k) if isinstance(n, ast.For)]
         if stem in LOOPED:  # one pass per reduction, then one that stores
             reductions = body.count("tl.sum(") + body.count("tl.max(") + body.count("tl.min(")
@@ -134,3 +140,35 @@ with torch.no_grad():
     for line in lines:
         assert "weight must be a contiguous float32 tensor of shape 2880 on hidden_states's device" in line, line
     assert "got a float16 tensor of shape 2880" in lines[0] and "shape 2000" in lines[1] and "contiguous=False" in lines[2]
+
+
+@pytest.mark.parametrize(
+    "full,own",
+    [
+        ((1, 8, "S", 64), (1, 1, "S", 64)),  # rotary's cos/sin over heads
+        ((2, 8, "S", 64), (2, 1, "S", 64)),  # batch kept, heads broadcast
+        ((2, 8, "S", 64), (1, 8, "S", 64)),  # batch broadcast
+        ((3, 4, 5, 16), (3, 1, 5, 16)),  # static sizes
+    ],
+)
+def test_broadcast_rows_index_the_row_they_repeat(full, own):
+    """An input whose rows repeat along lead dims of size 1 is read at the row broadcasting gives."""
+    import torch
+
+    from thunder_aot.backends.triton import RowProgram
+    from thunder_aot.model import DimRange, Region, SymDim, TensorSpec, Value
+
+    def dims(shape):
+        return tuple(SymDim("S") if d == "S" else d for d in shape)
+
+    region = Region("r", (Value("x", TensorSpec(dims(full), "float32")),), (), ())
+    prog = RowProgram(region, (DimRange("S", 1, 64),))
+    expression = prog.broadcast_row(dims(own))
+    assert expression is not None and prog.size_params == (["S"] if "S" in full else [])
+    for s in (1, 3, 7):
+        lead = [s if d == "S" else d for d in full[:-1]]
+        own_lead = [s if d == "S" else d for d in own[:-1]]
+        expected = torch.arange(int(torch.tensor(own_lead).prod())).reshape(own_lead).expand(lead).reshape(-1)
+        got = [eval(expression, {"row": row, "S": s}) for row in range(len(expected))]
+        assert got == expected.tolist(), (expression, s)
+    assert prog.broadcast_row(dims(full)) is None  # the full shape is a plain row

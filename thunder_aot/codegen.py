@@ -177,7 +177,7 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
         region_calls: dict[str, str] = {}
         for region in bp.regions():
             fn_name = f"bucket{bp.index}_{region.name.removeprefix('aot').lower()}"
-            view = backend.region_view(Region(fn_name, region.inputs, region.outputs, region.ops))
+            view = backend.region_view(Region(fn_name, region.inputs, region.outputs, region.ops), bp.bucket.dims)
             region_views.append(view)
             if getattr(view, "uses_backend", False):
                 kernel_inputs.update(v.name for v in region.inputs)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from thunder_aot.model import Arg, Const, DeviceArg, Dim, DType, Ref, Region, Seq, SizeArg, SymDim, TorchName
+from thunder_aot.model import Arg, Const, DeviceArg, Dim, DimRange, DType, Ref, Region, Seq, SizeArg, SymDim, TorchName
 
 
 def render_dim(dim: Dim) -> str:
@@ -132,5 +132,5 @@ class Backend:
         """None when generated modules of this backend can run here, else why not."""
         return None
 
-    def region_view(self, region: Region) -> object:
+    def region_view(self, region: Region, dims: tuple[DimRange, ...] = ()) -> object:
         raise NotImplementedError

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from thunder_aot.backends.base import Backend, Line, region_dims, render_const, render_dim, source_comments
-from thunder_aot.model import Arg, Const, DeviceArg, DType, PrimOp, Ref, Region, Seq, SizeArg, SymDim, Value
+from thunder_aot.model import Arg, Const, DeviceArg, DimRange, DType, PrimOp, Ref, Region, Seq, SizeArg, SymDim, Value
 
 #: torch dtype name -> nvFuser DataType member
 NV_DTYPES = {
@@ -224,7 +224,7 @@ class NvFuserBackend(Backend):
         self.frontend_module, self.prelude_template = FRONTENDS[frontend]
         self.imports = (f"from {self.frontend_module} import DataType, FusionDefinition",)
 
-    def region_view(self, region: Region) -> NvRegionView:
+    def region_view(self, region: Region, dims: tuple[DimRange, ...] = ()) -> NvRegionView:
         dims = sorted(
             set(region_dims(region)) | {d.name for v in region.inputs for d in v.spec.shape if isinstance(d, SymDim)}
         )

@@ -16,7 +16,7 @@ from thunder_aot.backends.base import (
     source_comments,
     uses_device,
 )
-from thunder_aot.model import Const, PrimOp, Ref, Region, Seq, TensorSpec
+from thunder_aot.model import Const, DimRange, PrimOp, Ref, Region, Seq, TensorSpec
 
 INTEGER_DTYPES = {"int8", "int16", "int32", "int64", "uint8", "bool"}
 
@@ -180,7 +180,7 @@ class TorchBackend(Backend):
     name = "torch"
     prims = frozenset(TORCH_PRIMS)
 
-    def region_view(self, region: Region) -> TorchRegionView:
+    def region_view(self, region: Region, dims: tuple[DimRange, ...] = ()) -> TorchRegionView:
         specs = {v.name: v.spec for v in region.inputs}
         lines = []
         for op, comment in zip(region.ops, source_comments(region.ops)):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from thunder_aot.backends.base import Backend, Line, PythonFunctionRegion, source_comments
 from thunder_aot.backends.torch import TorchBackend
-from thunder_aot.model import Const, DType, PrimOp, Ref, Region, TensorSpec, Value
+from thunder_aot.model import Const, DimRange, DType, PrimOp, Ref, Region, SymDim, TensorSpec, Value
 
 #: widest row (lanes, a power of two) the persistent schedule keeps in registers
 MAX_BLOCK = 8192
@@ -102,7 +102,7 @@ class Reduction:
 class RowProgram:
     """Translates one region under the row model, or raises Unsupported."""
 
-    def __init__(self, region: Region) -> None:
+    def __init__(self, region: Region, dims: tuple[DimRange, ...] = ()) -> None:
         self.region = region
         #: inputs read only through slices of their innermost dim (``gate_up.chunk(2, -1)``): no
         #: vector of their own, each slice loads its part of the row
@@ -114,10 +114,21 @@ class RowProgram:
         }
         values = [*(v for v in region.inputs if v.name not in self.sliced), *(o for op in region.ops for o in op.outputs)]
         full = max((v.spec.shape for v in values), key=len)
-        if not full or not isinstance(full[-1], int):
-            raise Unsupported("the innermost dim must be static")
+        if not full:
+            raise Unsupported("a region of scalars")
         self.full = full
-        self.n = full[-1]
+        self.ranges = {d.name: d for d in dims}
+        last = full[-1]
+        if isinstance(last, SymDim):  # a dynamic row width: N is a run-time argument of the kernel
+            if last.name not in self.ranges:
+                raise Unsupported(f"no range for the innermost dim {last.name}")
+            self.n: int | None = None
+            self.n_max = last.coeff * self.ranges[last.name].hi
+        else:
+            self.n = last
+            self.n_max = last
+        #: dynamic sizes the kernel needs at run time (besides N), by name
+        self.size_params: list[str] = []
         self.exprs: dict[str, Expr] = {}
         self.lines: list[Line] = []
         self.line_info: list[tuple[str, Reduction | None]] = []  # per line: what it defines, the reduction it computes
@@ -129,9 +140,42 @@ class RowProgram:
             return Kind.ROW
         if shape == (*lead, 1) or shape == lead:
             return Kind.ROW_SCALAR
-        if shape[-1:] == (self.n,) and all(d == 1 for d in shape[:-1]):
+        if shape[-1:] == self.full[-1:] and all(d == 1 for d in shape[:-1]):
             return Kind.COL
+        if self.broadcast_row(shape) is not None:
+            return Kind.ROW
         raise Unsupported(f"a tensor of shape {shape} in rows of {self.full}")
+
+    def n_text(self) -> str:
+        return "N" if self.n is None else str(self.n)
+
+    def size_text(self, d) -> str:
+        """A lead dim's size in kernel code: a literal, or a run-time argument (coeff * name)."""
+        if isinstance(d, int):
+            return str(d)
+        if d.name not in self.size_params:
+            self.size_params.append(d.name)
+        return d.name if d.coeff == 1 else f"({d.coeff} * {d.name})"
+
+    def broadcast_row(self, shape: tuple) -> str | None:
+        """For an input whose rows repeat along some lead dims (size 1 there, e.g. an attention mask
+        [1, 1, S, S] in rows of [1, H, S, S]): the expression of its row for the program's ``row``.
+        None when the shape is not such a broadcast."""
+        lead, own = self.full[:-1], shape[:-1]
+        if shape[-1:] != self.full[-1:] or len(own) != len(lead) or own == lead:
+            return None
+        if any(o != d and o != 1 for o, d in zip(own, lead)):
+            return None
+        terms, inner, stride = [], [], []
+        for o, d in reversed(list(zip(own, lead))):
+            if o == d and d != 1:
+                index = "row" if not inner else f"(row // ({' * '.join(inner)}))"
+                index = f"({index} % {self.size_text(d)})"
+                terms.append(index if not stride else f"{index} * ({' * '.join(stride)})")
+                stride.append(self.size_text(o))
+            if d != 1:
+                inner.append(self.size_text(d))
+        return " + ".join(reversed(terms)) if terms else "0"
 
     def arg(self, a) -> Expr:
         if isinstance(a, Ref):
@@ -195,12 +239,13 @@ class RowProgram:
                 raise Unsupported("var_mean over other than the innermost dim")
             var, mean = op.outputs
             dtype = TL_DTYPES[mean.spec.dtype]
-            mean_sum = Reduction(mean.name, "tl.sum", "0.0", a.text, dtype, _COMBINE["tl.sum"], f" / {self.n}")
-            self.set(mean, f"tl.sum(tl.where(mask, {a.text}, 0.0), axis=0) / {self.n}", Kind.ROW_SCALAR, mean_sum)
+            n, m = self.n_text(), (self.n - correction if self.n is not None else f"(N - {correction})")
+            mean_sum = Reduction(mean.name, "tl.sum", "0.0", a.text, dtype, _COMBINE["tl.sum"], f" / {n}")
+            self.set(mean, f"tl.sum(tl.where(mask, {a.text}, 0.0), axis=0) / {n}", Kind.ROW_SCALAR, mean_sum)
             centered = f"tl.where(mask, {a.text} - {mean.name}, 0.0)"
             squares = f"({a.text} - {mean.name}) * ({a.text} - {mean.name})"
-            var_sum = Reduction(var.name, "tl.sum", "0.0", squares, dtype, _COMBINE["tl.sum"], f" / {self.n - correction}")
-            return self.set(var, f"tl.sum({centered} * {centered}, axis=0) / {self.n - correction}", Kind.ROW_SCALAR, var_sum)
+            var_sum = Reduction(var.name, "tl.sum", "0.0", squares, dtype, _COMBINE["tl.sum"], f" / {m}")
+            return self.set(var, f"tl.sum({centered} * {centered}, axis=0) / {m}", Kind.ROW_SCALAR, var_sum)
         raise Unsupported(f"prims.{p}")
 
     def slice(self, op: PrimOp) -> str:
@@ -215,7 +260,7 @@ class RowProgram:
         if any(not (isinstance(x, Const) and x.value == 0) for x in starts.items[:-1]):
             raise Unsupported("a slice that does not keep whole rows")
         start, end = starts.items[-1], ends.items[-1]
-        if not (isinstance(start, Const) and isinstance(end, Const) and end.value - start.value == self.n):
+        if self.n is None or not (isinstance(start, Const) and isinstance(end, Const) and end.value - start.value == self.n):
             raise Unsupported("a slice whose width is not the row's")
         width = spec.shape[-1]
         return self.set(out, f"tl.load({source.name}_ptr + row * {width} + {start.value} + cols, mask=mask, other=0.0)", Kind.ROW)
@@ -261,14 +306,17 @@ class TritonRegionView(PythonFunctionRegion):
     template = "triton_region.py.jinja"
     uses_backend = True
     name: str
+    decorator: str
     params: tuple[str, ...]
     kernel_params: tuple[str, ...]
+    n_param: str  # "N: tl.constexpr", or "N" for a row width known only at run time
     body: tuple[Line, ...]  # the kernel after ``row = ...``
     schedule_note: str
     rows_expr: str
+    sizes: tuple[Line, ...]  # run-time sizes the kernel takes, read from the row input's shape
     allocations: tuple[Line, ...]
     launch_args: tuple[str, ...]
-    n: int
+    n: str
     block: int
     num_warps: int
     returns: tuple[str, ...]
@@ -294,7 +342,7 @@ class Schedule:
     num_warps: int
     looped: bool  # the row in chunks of BLOCK, or all of it at once
 
-    def note(self, n: int) -> str:
+    def note(self, n: int | str) -> str:
         if self.looped:
             return f"looped: one row of {n} per program, in chunks of BLOCK={self.block}, {self.num_warps} warps"
         return f"persistent: one row of {n} per program in BLOCK={self.block} lanes, {self.num_warps} warps"
@@ -371,16 +419,17 @@ class TritonBackend(Backend):
             return "no CUDA device (set TRITON_INTERPRET=1 to check kernels on CPU with Triton's interpreter)"
         return None
 
-    def region_view(self, region: Region):
+    def region_view(self, region: Region, dims: tuple[DimRange, ...] = ()):
         try:
-            return self._kernel_view(region)
+            return self._kernel_view(region, dims)
         except Unsupported:
-            return self.torch.region_view(region)
+            return self.torch.region_view(region, dims)
 
-    def _kernel_view(self, region: Region) -> TritonRegionView:
-        prog = RowProgram(region)
+    def _kernel_view(self, region: Region, dims: tuple[DimRange, ...]) -> TritonRegionView:
+        prog = RowProgram(region, dims)
         loads, scalar_loads, kernel_params, launch_args = [], [], [], []
-        row_input = None
+        # the rows: an input of the full shape (its shape is the outputs', its numel / N the grid)
+        row_input = next((v for v in region.inputs if v.spec.shape == prog.full and v.name not in prog.sliced), None)
         for v in region.inputs:
             ptr = f"{v.name}_ptr"
             if v.name in prog.sliced:  # its slices load their parts of each row
@@ -391,18 +440,18 @@ class TritonBackend(Backend):
             if kind == Kind.ROW_SCALAR:
                 scalar_loads.append(Line(f"{v.name} = tl.load({ptr} + row)"))
             else:
-                offset = "row * N + cols" if kind == Kind.ROW else "cols"
+                broadcast = prog.broadcast_row(v.spec.shape)
+                offset = "cols" if kind == Kind.COL else f"{broadcast or 'row'} * N + cols"
                 loads.append(Line(f"{v.name} = tl.load({ptr} + {offset}, mask=mask, other=0.0)"))
             prog.exprs[v.name] = Expr(v.name, kind)
             kernel_params.append(ptr)
             launch_args.append(v.name)
-            if kind == Kind.ROW and row_input is None:
-                row_input = v
         if row_input is None:  # a sliced input: rows of its own width
             row_input = next((v for v in region.inputs if v.name in prog.sliced), None)
         if row_input is None:
             raise Unsupported("no input spans the rows")
-        row_width = row_input.spec.shape[-1]
+        row_width = row_input.spec.shape[-1] if prog.n is not None or row_input.name in prog.sliced else None
+        n_expr = str(prog.n) if prog.n is not None else f"{row_input.name}.shape[-1]"
         pending = ""  # a source comment waits for the first line an op emits (aliases emit none)
         for op, comment in zip(region.ops, source_comments(region.ops)):
             pending = comment or pending
@@ -420,7 +469,7 @@ class TritonBackend(Backend):
                 raise Unsupported("a row output computed as a per-row scalar")
             if kind == Kind.COL:
                 raise Unsupported("an output that does not depend on the row")
-            shape = f"(*{lead}, {prog.n})" if kind == Kind.ROW else (
+            shape = f"(*{lead}, {n_expr})" if kind == Kind.ROW else (
                 f"(*{lead}, 1)" if len(o.spec.shape) == len(prog.full) else lead
             )
             ptr = f"{o.name}_out_ptr"
@@ -434,18 +483,27 @@ class TritonBackend(Backend):
             stores.append(Line(f"tl.store({ptr} + {offset}, {expr.text}{masked})"))
             kernel_params.append(ptr)
             launch_args.append(o.name)
-        plan = schedule(prog.n)
+        plan = schedule(prog.n_max)
         body = (prog.looped_body if plan.looped else prog.persistent_body)(scalar_loads, loads, stores)
+        # run-time sizes: from the row input's shape, passed after the tensors (never specialised on)
+        sizes = []
+        for name in prog.size_params:
+            axis, dim = next((i, d) for i, d in enumerate(row_input.spec.shape) if isinstance(d, SymDim) and d.name == name)
+            sizes.append(Line(f"{name} = {row_input.name}.shape[{axis}]" + (f" // {dim.coeff}" if dim.coeff != 1 else "")))
+        runtime = [*prog.size_params, *(["N"] if prog.n is None else [])]
         return TritonRegionView(
             name=region.name,
+            decorator=f"@triton.jit(do_not_specialize={runtime!r})" if runtime else "@triton.jit",
             params=tuple(v.name for v in region.inputs),
-            kernel_params=tuple(kernel_params),
+            kernel_params=(*kernel_params, *prog.size_params),
+            n_param="N: tl.constexpr" if prog.n is not None else "N",
             body=tuple(body),
-            schedule_note=plan.note(prog.n),
-            rows_expr=f"{row_input.name}.numel() // {row_width}",
+            schedule_note=plan.note(prog.n if prog.n is not None else f"N <= {prog.n_max}"),
+            rows_expr=f"{row_input.name}.numel() // {row_width or n_expr}",
+            sizes=tuple(sizes),
             allocations=tuple(allocations),
-            launch_args=tuple(launch_args),
-            n=prog.n,
+            launch_args=(*launch_args, *prog.size_params),
+            n=n_expr,
             block=plan.block,
             num_warps=plan.num_warps,
             returns=tuple(o.name for o in region.outputs),
