@@ -7,12 +7,17 @@
 # Versions: thunder-aot 0.1.0, lightning-thunder 0.2.6, torch 2.11.0
 """RotaryEmbedding from thunder_aot.examples.blocks:rotary_embedding, exported by thunder-aot (triton backend).
 
-Import-time cost: none beyond torch; Thunder is not imported."""
+Import-time cost: none beyond torch and the backend library; Thunder is not imported."""
 
 from __future__ import annotations
 
 import itertools
+import os
+import threading
+
 import torch
+import triton
+import triton.language as tl
 
 __all__ = ["BUCKETS", "NoBucketError", "RotaryEmbedding", "forward"]
 
@@ -24,37 +29,136 @@ class NoBucketError(ValueError):
 #: Shapes this module serves, in dispatch order (the first bucket that matches is used).
 BUCKETS = ("1x8x[S=1..2048]x64:bfloat16, 1x1x[S]x64:bfloat16, 1x1x[S]x64:bfloat16",)
 
+#: Triton's interpreter runs the kernels on CPU tensors (for checking them without a GPU)
+_INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+_compiling = torch.compiler.is_compiling
+_COMPILE_LOCK = threading.Lock()
+#: the current device and its raw current stream, as torch.compile's generated code reads them
+#: (~1 µs less per call than torch.cuda.current_stream(); public fallbacks where torch lacks them)
+_current_device = getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device)
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
+    lambda index: torch.cuda.current_stream(index).cuda_stream
+)
 
-def bucket0_fusion0(x, cos, sin, S):
+
+def _compile(kernel, compiled: dict, key: int, args: tuple, n: int, block: int, num_warps: int):
+    """Compile ``kernel`` for these arguments' device and alignment, once (thread-safe): Triton
+    specialises pointers on 16-byte alignment, so a kernel compiled for aligned tensors must never
+    see an unaligned one."""
+    with _COMPILE_LOCK:
+        if key not in compiled:
+            with torch.cuda.device(args[0].device):
+                kernel_for_args = kernel.warmup(*args, N=n, BLOCK=block, num_warps=num_warps, grid=(1,))
+                kernel_for_args._init_handles()
+            compiled[key] = kernel_for_args
+    return compiled[key]
+
+
+def _launch(
+    kernel, compiled: dict, rows: int, args: tuple, misaligned: int, n: int, block: int, num_warps: int
+) -> None:
+    """Launch ``rows`` programs of ``kernel`` on ``args``. On CUDA: the kernel compiled for the
+    device and alignment (``compiled``: that kernel's own cache, keyed by device index * 2 +
+    misaligned), through its launcher on the current stream (no JIT argument binding)."""
+    if _INTERPRET or _compiling():
+        # Triton's interpreter on CPU; under torch.compile, the launch that dynamo understands
+        # (inductor then compiles the kernel into its own graph as a user-defined Triton kernel)
+        kernel[(rows,)](*args, N=n, BLOCK=block, num_warps=num_warps)
+        return
+    index = args[0].get_device()
+    key = index + index + (misaligned != 0)
+    launcher = compiled.get(key)
+    if launcher is None:
+        launcher = _compile(kernel, compiled, key, args, n, block, num_warps)
+    if index != _current_device():  # the launcher runs in the current device's context
+        with torch.cuda.device(index):
+            launcher.run(
+                rows,
+                1,
+                1,
+                _raw_stream(index),
+                launcher.function,
+                launcher.packed_metadata,
+                None,
+                None,
+                None,
+                *args,
+                n,
+                block,
+            )
+        return
+    launcher.run(
+        rows,
+        1,
+        1,
+        _raw_stream(index),
+        launcher.function,
+        launcher.packed_metadata,
+        None,
+        None,
+        None,
+        *args,
+        n,
+        block,
+    )
+
+
+@triton.jit(do_not_specialize=["S"])
+def bucket0_fusion0_kernel(x_ptr, cos_ptr, sin_ptr, t19_out_ptr, S, N: tl.constexpr, BLOCK: tl.constexpr):
+    # persistent: one row of 64 per program in BLOCK=64 lanes, 1 warps
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < N
+    x = tl.load(x_ptr + row * N + cols, mask=mask, other=0.0)
+    cos = tl.load(cos_ptr + (row % S) * N + cols, mask=mask, other=0.0)
+    sin = tl.load(sin_ptr + (row % S) * N + cols, mask=mask, other=0.0)
     # thunder_aot/examples/blocks.py:78: rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-    t0 = x[:, :, :, 32:64]
-    t1 = t0.to(torch.float32)
-    t2 = torch.neg(t1)
-    t3 = t2.to(torch.bfloat16)
-    t4 = x[:, :, :, 0:32]
-    rotated = torch.cat([t3, t4], -1)
+    rotated_0_part0 = tl.load(x_ptr + row * 64 + 32 + cols, mask=mask & (cols < 32), other=0.0)
+    rotated_1_part1 = tl.load(x_ptr + row * 64 - 32 + cols, mask=mask & (cols >= 32) & (cols < 64), other=0.0)
+    rotated = tl.where(
+        cols < 32, (((-(((rotated_0_part0).to(tl.float32))))).to(tl.bfloat16)), rotated_1_part1
+    )
     # thunder_aot/examples/blocks.py:79: return x * cos + rotated * sin
-    t6 = cos.expand(1, 8, S, 64)
-    t7 = x.to(torch.float32)
-    t8 = t6.to(torch.float32)
+    t7 = (x).to(tl.float32)
+    t8 = (cos).to(tl.float32)
     t9 = t7 * t8
-    t10 = t9.to(torch.bfloat16)
-    t11 = sin.expand(1, 8, S, 64)
-    t12 = rotated.to(torch.float32)
-    t13 = t11.to(torch.float32)
+    t10 = (t9).to(tl.bfloat16)
+    t12 = (rotated).to(tl.float32)
+    t13 = (sin).to(tl.float32)
     t14 = t12 * t13
-    t15 = t14.to(torch.bfloat16)
-    t16 = t10.to(torch.float32)
-    t17 = t15.to(torch.float32)
+    t15 = (t14).to(tl.bfloat16)
+    t16 = (t10).to(tl.float32)
+    t17 = (t15).to(tl.float32)
     t18 = t16 + t17
-    t19 = t18.to(torch.bfloat16)
+    t19 = (t18).to(tl.bfloat16)
+    tl.store(t19_out_ptr + row * N + cols, t19, mask=mask)
+
+
+#: device index * 2 + (inputs misaligned) -> the compiled kernel
+bucket0_fusion0_compiled: dict = {}
+
+
+def bucket0_fusion0(x, cos, sin):
+    rows = x.numel() // 64
+    S = x.shape[2]
+    t19 = torch.empty_like(x)
+    _launch(
+        bucket0_fusion0_kernel,
+        bucket0_fusion0_compiled,
+        rows,
+        (x, cos, sin, t19, S),
+        (x.data_ptr() | cos.data_ptr() | sin.data_ptr()) & 15,
+        64,
+        64,
+        1,
+    )
     return (t19,)
 
 
 def _bucket0(x, cos, sin, S):
     """Bucket 0: 1x8x[S=1..2048]x64:bfloat16, 1x1x[S]x64:bfloat16, 1x1x[S]x64:bfloat16"""
     # aotFusion0: slice, convert_element_type, neg, convert_element_type, slice, cat, broadcast_in_dim, convert_element_type, convert_element_type, mul, convert_element_type, broadcast_in_dim, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, convert_element_type, add, convert_element_type
-    (t19,) = bucket0_fusion0(x, cos, sin, S)
+    (t19,) = bucket0_fusion0(x, cos, sin)
     return t19
 
 
@@ -73,23 +177,32 @@ def _no_bucket(x, cos, sin):
     )
 
 
+def _no_autograd():
+    return RuntimeError(
+        "RotaryEmbedding (thunder-aot, triton) computes no gradients, and a tensor it got "
+        "requires grad: call it under torch.no_grad() or torch.inference_mode(), or requires_grad_(False) the module"
+    )
+
+
 def _bad_input(name, t):
     got = (
         f"{t.device} tensor, contiguous={t.is_contiguous()}"
         if isinstance(t, torch.Tensor)
         else type(t).__name__
     )
-    return ValueError(f"RotaryEmbedding (thunder-aot): {name} must be a tensor; got a {got}")
+    return ValueError(f"RotaryEmbedding (thunder-aot): {name} must be a contiguous CUDA tensor; got a {got}")
 
 
 def forward(x, cos, sin):
     """RotaryEmbedding.forward as a pure function of its inputs, parameters and buffers."""
-    if not (isinstance(x, torch.Tensor)):
+    if not (isinstance(x, torch.Tensor) and x.is_contiguous() and (x.is_cuda or _INTERPRET)):
         raise _bad_input("x", x)
-    if not (isinstance(cos, torch.Tensor)):
+    if not (isinstance(cos, torch.Tensor) and cos.is_contiguous() and (cos.is_cuda or _INTERPRET)):
         raise _bad_input("cos", cos)
-    if not (isinstance(sin, torch.Tensor)):
+    if not (isinstance(sin, torch.Tensor) and sin.is_contiguous() and (sin.is_cuda or _INTERPRET)):
         raise _bad_input("sin", sin)
+    if torch.is_grad_enabled() and (x.requires_grad or cos.requires_grad or sin.requires_grad):
+        raise _no_autograd()
     shape_0 = x.shape
     dtype_0 = x.dtype
     shape_1 = cos.shape

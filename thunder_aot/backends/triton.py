@@ -42,6 +42,7 @@ class Kind(enum.Enum):
     ROW_SCALAR = "row scalar"  # one value per row (a reduction's result)
     COL = "col"  # the same [BLOCK] vector for every row (a weight of shape [N])
     CONST = "const"  # a Python number
+    PART = "part"  # a slice narrower than the row, with ops on it: inline text, placed by a cat
 
 
 class Unsupported(Exception):
@@ -55,6 +56,10 @@ class Expr:
 
 
 def _combine(*kinds: Kind) -> Kind:
+    if Kind.PART in kinds:  # lanes of a part line up only with constants and per-row scalars
+        if any(k not in (Kind.PART, Kind.CONST, Kind.ROW_SCALAR) for k in kinds):
+            raise Unsupported("a slice narrower than the row combined with a whole row")
+        return Kind.PART
     if Kind.ROW in kinds or (Kind.ROW_SCALAR in kinds and Kind.COL in kinds):
         return Kind.ROW
     if Kind.ROW_SCALAR in kinds:
@@ -129,6 +134,9 @@ class RowProgram:
             self.n_max = last
         #: dynamic sizes the kernel needs at run time (besides N), by name
         self.size_params: list[str] = []
+        #: narrow slices by placeholder: (input, its row width, start, width); parts' shapes by text
+        self.parts: dict[str, tuple[str, int, int, int]] = {}
+        self.part_shapes: dict[str, tuple] = {}
         self.exprs: dict[str, Expr] = {}
         self.lines: list[Line] = []
         self.line_info: list[tuple[str, Reduction | None]] = []  # per line: what it defines, the reduction it computes
@@ -217,8 +225,16 @@ class RowProgram:
             a, dtype = self.arg(op.args[0]), op.args[1]
             assert isinstance(dtype, DType)
             return self.set(out, f"({a.text}).to({TL_DTYPES[dtype.name]})", a.kind)
+        if p == "cat":
+            return self.cat(op)
         if p in ("shallow_copy", "broadcast_in_dim"):
             a = self.arg(op.args[0])
+            if a.kind == Kind.PART:
+                if p == "broadcast_in_dim" and out.spec.shape != self.part_shapes[a.text]:
+                    raise Unsupported("a broadcast of a slice")
+                self.exprs[out.name] = a
+                self.part_shapes[a.text] = out.spec.shape
+                return ""
             kind = self.kind_of(out.spec)
             if a.kind == Kind.ROW and kind != Kind.ROW:
                 raise Unsupported("broadcast that drops the row")
@@ -249,23 +265,74 @@ class RowProgram:
         raise Unsupported(f"prims.{p}")
 
     def slice(self, op: PrimOp) -> str:
-        """A contiguous part of a sliced input's innermost dim, the width of a row: a load at an offset."""
+        """A contiguous part of an input's innermost dim. As wide as a row: a load at an offset. Narrower
+        (``x[..., :32]`` of a 64-wide row): a part, placed in the row by the ``cat`` that uses it."""
         source, starts, ends, strides = op.args
-        spec = self.sliced.get(source.name) if isinstance(source, Ref) else None
+        inputs = {v.name: v.spec for v in self.region.inputs}
+        spec = inputs.get(source.name) if isinstance(source, Ref) else None
         out = op.outputs[0]
-        if spec is None or self.kind_of(out.spec) != Kind.ROW or not isinstance(spec.shape[-1], int):
-            raise Unsupported("a slice of other than an input's innermost dim")
+        if spec is None or not isinstance(spec.shape[-1], int) or self.n is None:
+            raise Unsupported("a slice of other than an input's static innermost dim")
         if spec.shape[:-1] != self.full[:-1] or any(not (isinstance(x, Const) and x.value == 1) for x in strides.items):
             raise Unsupported("a strided slice, or one across rows")
         if any(not (isinstance(x, Const) and x.value == 0) for x in starts.items[:-1]):
             raise Unsupported("a slice that does not keep whole rows")
         start, end = starts.items[-1], ends.items[-1]
-        if self.n is None or not (isinstance(start, Const) and isinstance(end, Const) and end.value - start.value == self.n):
-            raise Unsupported("a slice whose width is not the row's")
-        width = spec.shape[-1]
-        return self.set(out, f"tl.load({source.name}_ptr + row * {width} + {start.value} + cols, mask=mask, other=0.0)", Kind.ROW)
+        if not (isinstance(start, Const) and isinstance(end, Const)):
+            raise Unsupported("a slice with dynamic bounds")
+        width, row_width = end.value - start.value, spec.shape[-1]
+        if width == self.n and source.name in self.sliced:
+            load = f"tl.load({source.name}_ptr + row * {row_width} + {start.value} + cols, mask=mask, other=0.0)"
+            return self.set(out, load, Kind.ROW)
+        if not 0 < width < self.n:
+            raise Unsupported("a slice wider than the row")
+        placeholder = f"__part{len(self.parts)}__"
+        self.parts[placeholder] = (source.name, row_width, start.value, width)
+        self.part_shapes[placeholder] = out.spec.shape
+        self.exprs[out.name] = Expr(placeholder, Kind.PART)
+        return ""
+
+    def cat(self, op: PrimOp) -> str:
+        """Parts side by side along the innermost dim, filling the row: each part's loads are
+        shifted to the lanes it lands in (masked outside them), then one ``tl.where`` picks by lane."""
+        pieces, dim = op.args
+        out = op.outputs[0]
+        if not (isinstance(dim, Const) and dim.value in (-1, len(self.full) - 1)) or self.kind_of(out.spec) != Kind.ROW:
+            raise Unsupported("a cat along other than the innermost dim")
+        exprs = [self.arg(p) for p in pieces.items]
+        if any(e.kind != Kind.PART for e in exprs):
+            raise Unsupported("a cat of other than slices")
+        placed, lane = [], 0
+        for k, e in enumerate(exprs):
+            text = e.text
+            used = [p for p in self.parts if p in text]
+            widths = {self.parts[p][3] for p in used}
+            if len(widths) != 1:
+                raise Unsupported("a cat piece mixing slices of different widths")
+            (width,) = widths
+            for p in used:
+                source, row_width, start, _ = self.parts[p]
+                name = f"{out.name}_{k}_{p.strip('_')}"
+                lanes = f"mask{f' & (cols >= {lane})' if lane else ''} & (cols < {lane + width})"
+                shift = start - lane
+                offset = f"row * {row_width} {'+' if shift >= 0 else '-'} {abs(shift)} + cols"
+                load = f"tl.load({source}_ptr + {offset}, mask={lanes}, other=0.0)"
+                self.set(Value(name, out.spec), load, Kind.ROW)
+                text = text.replace(p, name)
+            placed.append((lane + width, text))
+            lane += width
+        if lane != self.n:
+            raise Unsupported("a cat that does not fill the row")
+        expression = placed[-1][1]
+        for end, text in reversed(placed[:-1]):
+            expression = f"tl.where(cols < {end}, {text}, {expression})"
+        return self.set(out, expression, Kind.ROW)
 
     def set(self, out: Value, text: str, kind: Kind, reduction: "Reduction | None" = None) -> str:
+        if kind == Kind.PART:  # no line: the cat that places the part writes it out, shifted
+            self.exprs[out.name] = Expr(f"({text})", kind)
+            self.part_shapes[f"({text})"] = out.spec.shape
+            return ""
         self.exprs[out.name] = Expr(out.name, kind)
         self.lines.append(Line(f"{out.name} = {text}"))
         self.line_info.append((out.name, reduction))
