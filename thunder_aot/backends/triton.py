@@ -118,7 +118,8 @@ class RowProgram:
             and all(op.prim == "slice" for op in uses)
         }
         values = [*(v for v in region.inputs if v.name not in self.sliced), *(o for op in region.ops for o in op.outputs)]
-        full = max((v.spec.shape for v in values), key=len)
+        # the row: the widest shape of the highest rank (a dynamic width counts as the widest)
+        full = max((v.spec.shape for v in values), key=lambda s: (len(s), s[-1] if s and isinstance(s[-1], int) else float("inf")))
         if not full:
             raise Unsupported("a region of scalars")
         self.full = full
