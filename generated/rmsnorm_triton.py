@@ -164,42 +164,12 @@ def _bucket0(hidden_states, t_weight):
     return t16
 
 
-@triton.jit
-def bucket1_fusion0_kernel(
-    hidden_states_ptr, t_weight_ptr, t16_out_ptr, N: tl.constexpr, BLOCK: tl.constexpr
-):
-    # persistent: one row of 2880 per program in BLOCK=4096 lanes, 4 warps
-    row = tl.program_id(0).to(tl.int64)
-    cols = tl.arange(0, BLOCK)
-    mask = cols < N
-    hidden_states = tl.load(hidden_states_ptr + row * N + cols, mask=mask, other=0.0)
-    t_weight = tl.load(t_weight_ptr + cols, mask=mask, other=0.0)
-    # thunder_aot/examples/gpt_oss.py:22: hidden_states = hidden_states.to(torch.float32)
-    t0 = (hidden_states).to(tl.float32)
-    # thunder_aot/examples/gpt_oss.py:23: variance = hidden_states.pow(2).mean(-1, keepdim=True)
-    t1 = t0 * t0
-    t3 = tl.sum(tl.where(mask, t1, 0.0), axis=0)
-    t5 = t3 / 2880.0
-    # thunder_aot/examples/gpt_oss.py:24: hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
-    t8 = t5 + 1e-05
-    t9 = tl.rsqrt(t8)
-    t11 = t0 * t9
-    # thunder_aot/examples/gpt_oss.py:25: return (self.weight * hidden_states).to(input_dtype)
-    t15 = t_weight * t11
-    t16 = (t15).to(tl.bfloat16)
-    tl.store(t16_out_ptr + row * N + cols, t16, mask=mask)
-
-
-#: device index * 2 + (inputs misaligned) -> the compiled kernel
-bucket1_fusion0_compiled: dict = {}
-
-
 def bucket1_fusion0(hidden_states, t_weight):
     rows = hidden_states.numel() // 2880
     t16 = torch.empty_like(hidden_states)
     _launch(
-        bucket1_fusion0_kernel,
-        bucket1_fusion0_compiled,
+        bucket0_fusion0_kernel,
+        bucket0_fusion0_compiled,
         rows,
         (hidden_states, t_weight, t16),
         (hidden_states.data_ptr() | t_weight.data_ptr()) & 15,
@@ -217,42 +187,12 @@ def _bucket1(hidden_states, t_weight):
     return t16
 
 
-@triton.jit
-def bucket2_fusion0_kernel(
-    hidden_states_ptr, t_weight_ptr, t16_out_ptr, N: tl.constexpr, BLOCK: tl.constexpr
-):
-    # persistent: one row of 2880 per program in BLOCK=4096 lanes, 4 warps
-    row = tl.program_id(0).to(tl.int64)
-    cols = tl.arange(0, BLOCK)
-    mask = cols < N
-    hidden_states = tl.load(hidden_states_ptr + row * N + cols, mask=mask, other=0.0)
-    t_weight = tl.load(t_weight_ptr + cols, mask=mask, other=0.0)
-    # thunder_aot/examples/gpt_oss.py:22: hidden_states = hidden_states.to(torch.float32)
-    t0 = (hidden_states).to(tl.float32)
-    # thunder_aot/examples/gpt_oss.py:23: variance = hidden_states.pow(2).mean(-1, keepdim=True)
-    t1 = t0 * t0
-    t3 = tl.sum(tl.where(mask, t1, 0.0), axis=0)
-    t5 = t3 / 2880.0
-    # thunder_aot/examples/gpt_oss.py:24: hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
-    t8 = t5 + 1e-05
-    t9 = tl.rsqrt(t8)
-    t11 = t0 * t9
-    # thunder_aot/examples/gpt_oss.py:25: return (self.weight * hidden_states).to(input_dtype)
-    t15 = t_weight * t11
-    t16 = (t15).to(tl.bfloat16)
-    tl.store(t16_out_ptr + row * N + cols, t16, mask=mask)
-
-
-#: device index * 2 + (inputs misaligned) -> the compiled kernel
-bucket2_fusion0_compiled: dict = {}
-
-
 def bucket2_fusion0(hidden_states, t_weight):
     rows = hidden_states.numel() // 2880
     t16 = torch.empty_like(hidden_states)
     _launch(
-        bucket2_fusion0_kernel,
-        bucket2_fusion0_compiled,
+        bucket0_fusion0_kernel,
+        bucket0_fusion0_compiled,
         rows,
         (hidden_states, t_weight, t16),
         (hidden_states.data_ptr() | t_weight.data_ptr()) & 15,
@@ -270,42 +210,12 @@ def _bucket2(hidden_states, t_weight):
     return t16
 
 
-@triton.jit
-def bucket3_fusion0_kernel(
-    hidden_states_ptr, t_weight_ptr, t16_out_ptr, N: tl.constexpr, BLOCK: tl.constexpr
-):
-    # persistent: one row of 2880 per program in BLOCK=4096 lanes, 4 warps
-    row = tl.program_id(0).to(tl.int64)
-    cols = tl.arange(0, BLOCK)
-    mask = cols < N
-    hidden_states = tl.load(hidden_states_ptr + row * N + cols, mask=mask, other=0.0)
-    t_weight = tl.load(t_weight_ptr + cols, mask=mask, other=0.0)
-    # thunder_aot/examples/gpt_oss.py:22: hidden_states = hidden_states.to(torch.float32)
-    t0 = (hidden_states).to(tl.float32)
-    # thunder_aot/examples/gpt_oss.py:23: variance = hidden_states.pow(2).mean(-1, keepdim=True)
-    t1 = t0 * t0
-    t3 = tl.sum(tl.where(mask, t1, 0.0), axis=0)
-    t5 = t3 / 2880.0
-    # thunder_aot/examples/gpt_oss.py:24: hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
-    t8 = t5 + 1e-05
-    t9 = tl.rsqrt(t8)
-    t11 = t0 * t9
-    # thunder_aot/examples/gpt_oss.py:25: return (self.weight * hidden_states).to(input_dtype)
-    t15 = t_weight * t11
-    t16 = (t15).to(tl.bfloat16)
-    tl.store(t16_out_ptr + row * N + cols, t16, mask=mask)
-
-
-#: device index * 2 + (inputs misaligned) -> the compiled kernel
-bucket3_fusion0_compiled: dict = {}
-
-
 def bucket3_fusion0(hidden_states, t_weight):
     rows = hidden_states.numel() // 2880
     t16 = torch.empty_like(hidden_states)
     _launch(
-        bucket3_fusion0_kernel,
-        bucket3_fusion0_compiled,
+        bucket0_fusion0_kernel,
+        bucket0_fusion0_compiled,
         rows,
         (hidden_states, t_weight, t16),
         (hidden_states.data_ptr() | t_weight.data_ptr()) & 15,

@@ -170,6 +170,7 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
     state_inputs = [p for p in program.inputs if p.kind != "input"]
     buckets = []
     kernel_inputs: set[str] = set()  # names that some backend kernel reads as raw pointers
+    kernels: dict[tuple, str] = {}  # a kernel's key -> the region that emits it (Triton: one per module)
     for bp in program.buckets:
         condition, dims = _conditions(bp, user_inputs)
         dim_names = tuple(r.name for r in bp.bucket.dims)
@@ -178,6 +179,10 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
         for region in bp.regions():
             fn_name = f"bucket{bp.index}_{region.name.removeprefix('aot').lower()}"
             view = backend.region_view(Region(fn_name, region.inputs, region.outputs, region.ops), bp.bucket.dims)
+            key = getattr(view, "kernel_key", None)
+            if key is not None:
+                view = view.sharing(kernels[key]) if key in kernels else view
+                kernels.setdefault(key, view.kernel)
             region_views.append(view)
             if getattr(view, "uses_backend", False):
                 kernel_inputs.update(v.name for v in region.inputs)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import enum
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from thunder_aot.backends.base import Backend, Line, PythonFunctionRegion, source_comments
 from thunder_aot.backends.torch import TorchBackend
@@ -375,6 +375,8 @@ class TritonRegionView(PythonFunctionRegion):
     uses_backend = True
     name: str
     decorator: str
+    kernel: str  # the kernel's base name: <kernel>_kernel, <kernel>_compiled
+    emits_kernel: bool  # False where an earlier region of the module has the same kernel
     params: tuple[str, ...]
     kernel_params: tuple[str, ...]
     n_param: str  # "N: tl.constexpr", or "N" for a row width known only at run time
@@ -392,6 +394,15 @@ class TritonRegionView(PythonFunctionRegion):
     @property
     def launch_tuple(self) -> str:
         return f"({', '.join(self.launch_args)})"
+
+    @property
+    def kernel_key(self) -> tuple:
+        """What makes the compiled kernel: its text and its compile-time arguments. Regions with the
+        same key (one per bucket, often) share one kernel and one compile."""
+        return (self.decorator, self.kernel_params, self.n_param, self.schedule_note, self.body, self.n, self.block, self.num_warps)
+
+    def sharing(self, kernel: str) -> "TritonRegionView":
+        return replace(self, kernel=kernel, emits_kernel=False)
 
     @property
     def misaligned_expr(self) -> str:
@@ -561,6 +572,8 @@ class TritonBackend(Backend):
         runtime = [*prog.size_params, *(["N"] if prog.n is None else [])]
         return TritonRegionView(
             name=region.name,
+            kernel=region.name,
+            emits_kernel=True,
             decorator=f"@triton.jit(do_not_specialize={runtime!r})" if runtime else "@triton.jit",
             params=tuple(v.name for v in region.inputs),
             kernel_params=(*kernel_params, *prog.size_params),
