@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import sys
 from pathlib import Path
 
@@ -24,18 +23,6 @@ def _load(stem: str, backend: str, name: str = ""):
     return load_module_from_text((ROOT / "generated" / f"{stem}_{backend}.py").read_text(), name or f"gen_{stem}_{backend}")
 
 
-def eager(module, inputs):
-    """The source module in eager mode. CUDA's layer_norm refuses a bf16 input with fp32 weights
-    (CPU's, and Thunder's decomposition, accept it): then the source runs on the CPU."""
-    try:
-        return module(*inputs)
-    except RuntimeError as e:
-        if "expected scalar type" not in str(e):
-            raise
-        out = copy.deepcopy(module).cpu()(*[t.cpu() for t in inputs])
-        return out.cuda() if isinstance(out, torch.Tensor) else type(out)(o.cuda() for o in out)
-
-
 @pytest.mark.parametrize("stem,source,shapes", EXPORTS, ids=[e[0] for e in EXPORTS])
 def test_nvfuser_matches_eager_and_thunder(stem, source, shapes):
     import thunder
@@ -52,7 +39,7 @@ def test_nvfuser_matches_eager_and_thunder(stem, source, shapes):
             for env, inputs in bucket_inputs(bucket, "cuda", generator):
                 where = f"{stem} at {env or [tuple(t.shape) for t in inputs]}"
                 got = aot(*inputs)
-                compare(eager(module, inputs), got, f"{where} vs eager")
+                compare(module(*inputs), got, f"{where} vs eager")
                 compare(jitted(*inputs), got, f"{where} vs thunder.jit(nvFuser)")
                 checked += 1
     assert checked >= 3
@@ -102,7 +89,7 @@ def test_triton_matches_eager_writes_every_element_and_replays_in_a_cuda_graph(s
     with torch.no_grad():
         for bucket in parse_shapes(shapes):
             for env, inputs in bucket_inputs(bucket, "cuda", generator):
-                expected = eager(module, inputs)
+                expected = module(*inputs)
                 with poisoned_outputs():
                     got = aot(*inputs)
                 compare(expected, got, f"{stem} (triton) at {env}")
@@ -118,7 +105,7 @@ def test_triton_matches_eager_writes_every_element_and_replays_in_a_cuda_graph(s
                 s.copy_(f)
             graph.replay()
             torch.cuda.synchronize()
-            compare(eager(module, fresh), out, f"{stem} (triton) CUDA graph replay")
+            compare(module(*fresh), out, f"{stem} (triton) CUDA graph replay")
 
 
 @pytest.mark.parametrize("backend", ["nvfuser", "triton"])

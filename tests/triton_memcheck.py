@@ -1,8 +1,8 @@
 """Run every Triton kernel in generated/ at its buckets' edges and inside, with aligned and
 unaligned inputs; tests/test_gpu.py runs this under ``compute-sanitizer --tool memcheck``.
 
-Outputs are compared with the source module run on the CPU (eager CUDA refuses some of the
-examples' mixed dtypes), so a kernel that stays in bounds but computes garbage fails too."""
+Outputs are compared with the source module run on the CPU, so a kernel that stays in bounds but
+computes garbage fails too."""
 
 from __future__ import annotations
 
