@@ -3,13 +3,18 @@
 # $OUT/results.tgz after every step (a call cut short keeps what it finished).
 # Usage on the GPU machine:  . .gpu/env.sh && bash bench/gpu_session.sh [full|final]
 #   full  (default): all GPU tests, Triton schedule sweep, Triton hot-path overhead, per-module benches
+#   check: all GPU tests, then the gated_mlp bench alone (full log), then softmax, gelu_gate, rotary benched
 #   final: after a Triton change: the Triton GPU tests, then rmsnorm, vocab_softmax and layer_norm benched
 set -u
 W=$(mktemp -d)
 pack() { tar czf "$OUT/results.tgz" -C "$W" . ; }
 step() { local limit=$1 name=$2; shift 2; echo "=== $name"; timeout "$limit" "$@" > "$W/$name.log" 2>&1; echo "rc=$?" >> "$W/$name.log"; tail -4 "$W/$name.log"; pack; }
 BENCH=(python3 -m thunder_aot bench --backends nvfuser,triton --rounds 2)
-if [ "${1:-full}" = final ]; then
+if [ "${1:-full}" = check ]; then
+  step 170 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs
+  step 60 gated_mlp env PYTHONFAULTHANDLER=1 "${BENCH[@]}" thunder_aot.examples.blocks:gated_mlp --shapes "[1..512]x256:fp32" --sizes 1 --out "$W/gated_mlp"
+  step 300 modules bash bench/modules.sh "$W/modules" 2 softmax,gelu_gate,rotary
+elif [ "${1:-full}" = final ]; then
   step 70 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads"
   step 80 rmsnorm "${BENCH[@]}" thunder_aot.examples.gpt_oss:rmsnorm --shapes "1x[1..65536]x2880:bf16" --sizes 1,2048,65536 --out "$W/rmsnorm"
   step 45 vocab_softmax "${BENCH[@]}" thunder_aot.examples.blocks:vocab_softmax --shapes "[1..4096]x32000:bf16" --sizes 1,4096 --out "$W/vocab_softmax"

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # thunder-aot bench for the bundled modules with Triton kernels, nvFuser and Triton side by side
 # (issue 4's per-module tables). Usage, on the GPU machine after `. .gpu/env.sh`:
-#     bash bench/modules.sh OUTDIR [ROUNDS]
-# writes OUTDIR/<module>/bench.{md,json,png}.
+#     bash bench/modules.sh OUTDIR [ROUNDS] [STEM,STEM,...]
+# writes OUTDIR/<module>/bench.{md,json,png}; the third argument picks modules (default: all).
 set -u
 out=${1:?output folder}
 rounds=${2:-3}
+only=${3:-}
 while IFS='|' read -r stem source shapes sizes; do
   [ -z "$stem" ] && continue
+  if [ -n "$only" ] && [[ ",$only," != *",$stem,"* ]]; then continue; fi
   echo "== $stem"
   python3 -m thunder_aot bench "$source" --shapes "$shapes" --backends nvfuser,triton --sizes "$sizes" \
     --rounds "$rounds" --out "$out/$stem" 2>&1 | grep -v "compiling and checking" | tail -12
@@ -19,4 +21,6 @@ vocab_softmax|thunder_aot.examples.blocks:vocab_softmax|[1..4096]x32000:bf16|1,6
 wide_rmsnorm|thunder_aot.examples.blocks:wide_rmsnorm|1x[1..4096]x16384:bf16|1,128,4096
 residual_rmsnorm|thunder_aot.examples.blocks:residual_rmsnorm|1x[S=1..2048]x2880:bf16, 1x[S]x2880:bf16|1,128,2048
 gated_mlp|thunder_aot.examples.blocks:gated_mlp|[1..512]x256:fp32|1,128,512
+gelu_gate|thunder_aot.examples.blocks:gelu_gate|[1..2048]x2048:bf16|1,128,2048
+rotary|thunder_aot.examples.blocks:rotary_embedding|1x8x[S=1..2048]x64:bf16, 1x1x[S]x64:bf16, 1x1x[S]x64:bf16|1,128,2048
 LIST
