@@ -4,6 +4,7 @@
 # Usage on the GPU machine:  . .gpu/env.sh && bash bench/gpu_session.sh [full|final]
 #   full  (default): all GPU tests, Triton schedule sweep, Triton hot-path overhead, per-module benches
 #   check: all GPU tests, then the gated_mlp bench alone (full log), then softmax, gelu_gate, rotary benched
+#   hotpath: all GPU tests, then the hot-path layers (overhead.py) and the seed's table (seed_table.py)
 #   final: after a Triton change: the Triton GPU tests, then rmsnorm, vocab_softmax and layer_norm benched
 set -u
 W=$(mktemp -d)
@@ -14,6 +15,10 @@ if [ "${1:-full}" = check ]; then
   step 170 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs
   step 60 gated_mlp env PYTHONFAULTHANDLER=1 "${BENCH[@]}" thunder_aot.examples.blocks:gated_mlp --shapes "[1..512]x256:fp32" --sizes 1 --out "$W/gated_mlp"
   step 300 modules bash bench/modules.sh "$W/modules" 2 softmax,gelu_gate,rotary
+elif [ "${1:-full}" = hotpath ]; then
+  step 170 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs
+  step 100 overhead python3 bench/overhead.py --rounds 3 --out "$W/overhead.md"
+  step 280 seed_table python3 bench/seed_table.py --rounds 5 --out "$W/seed_rmsnorm"
 elif [ "${1:-full}" = final ]; then
   step 70 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads"
   step 80 rmsnorm "${BENCH[@]}" thunder_aot.examples.gpt_oss:rmsnorm --shapes "1x[1..65536]x2880:bf16" --sizes 1,2048,65536 --out "$W/rmsnorm"

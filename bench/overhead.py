@@ -5,7 +5,8 @@ Triton modules of the seed's RMSNorm.
 
 Layers, innermost first: the bare call (nvFuser: ``fd.fec.execute``, the executor cache that
 ``fd.execute`` wraps; Triton: ``CompiledKernel.run`` into a preallocated output), ``fd.execute``
-(nvFuser), the generated ``forward()`` function, the generated ``nn.Module`` call, and the checks
+(nvFuser), the generated ``forward()`` function, the generated ``nn.Module`` call, the same module
+exported with ``--unchecked`` (no per-call checks; the bucket dispatch stays), and the checks
 alone (input requirements, parameter checks, autograd test, bucket test). Each variant is timed
 in rounds, interleaved with the others (drift of the shared machine hits all alike); the table
 gives the median of the round medians in µs per call.
@@ -20,20 +21,20 @@ from pathlib import Path
 import torch
 from torch.utils.benchmark import Timer
 
-from thunder_aot.bench import bare_launches
+from thunder_aot.bench import bare_launches, nvfuser_executions
 from thunder_aot.examples.gpt_oss import rmsnorm
+from thunder_aot.export import ExportRequest, export
 from thunder_aot.verify import load_module_from_text
 
 
-def cases_for(backend: str, gen, aot, x, w) -> dict:
+SOURCE = "thunder_aot.examples.gpt_oss:rmsnorm"
+SEED_SHAPES = "1x15x2880:bf16; 1x568x2880:bf16; 1x1369x2880:bf16; 1x[1..2048]x2880:bf16"
+
+
+def cases_for(backend: str, gen, aot, unchecked, x, w) -> dict:
     cases = {"bare": bare_launches(aot, [x])}
     if backend == "nvfuser":
-        recorded = []
-        real = gen._run
-        gen._run = lambda fd, args: recorded.append(fd) or real(fd, args)
-        aot(x)
-        gen._run = real
-        fd = recorded[0]
+        (fd, _), = nvfuser_executions(aot, [x])
         cases["bare"] = lambda: fd.fec.execute([x, w])
         cases["fd.execute"] = lambda: fd.execute([x, w])
     s = x.shape[1]
@@ -48,6 +49,7 @@ def cases_for(backend: str, gen, aot, x, w) -> dict:
     )
     cases["generated forward()"] = lambda: gen.forward(x, w)
     cases["generated module()"] = lambda: aot(x)
+    cases["unchecked module()"] = lambda: unchecked(x)
     return cases
 
 
@@ -67,11 +69,16 @@ def main() -> None:
     for backend in args.backends.split(","):
         gen = load_module_from_text(Path(f"generated/rmsnorm_{backend}.py").read_text(), f"overhead_{backend}")
         aot = gen.GptOssRMSNorm.from_module(source)
+        # the same export with --unchecked (no per-call checks; the dispatch stays)
+        request = ExportRequest(SOURCE, (SEED_SHAPES,), backend=backend, checks=False)
+        unchecked_gen = load_module_from_text(export(request, verify=False), f"overhead_{backend}_unchecked")
+        unchecked = unchecked_gen.GptOssRMSNorm.from_module(source)
         lines, names = [], []
         for s in [int(v) for v in args.sizes.split(",")]:
             x = torch.randn(1, s, 2880, device="cuda", dtype=torch.bfloat16)
             aot(x)
-            cases = cases_for(backend, gen, aot, x, w)
+            unchecked(x)
+            cases = cases_for(backend, gen, aot, unchecked, x, w)
             names = list(cases)
             samples: dict[str, list[float]] = {k: [] for k in cases}
             for _ in range(args.rounds):
@@ -79,13 +86,14 @@ def main() -> None:
                     t = Timer(stmt="f()", globals={"f": f}).blocked_autorange(min_run_time=args.min_run_time)
                     samples[k].append(t.median * 1e6)
             row = {k: statistics.median(v) for k, v in samples.items()}
-            ratios = [row["generated module()"] / row["bare"]]
+            ratios = [row["generated module()"] / row["bare"], row["unchecked module()"] / row["bare"]]
             if "fd.execute" in row:
-                ratios.append(row["generated module()"] / row["fd.execute"])
+                ratios += [row["generated module()"] / row["fd.execute"], row["unchecked module()"] / row["fd.execute"]]
             line = f"| {s} | " + " | ".join(f"{v:.2f}" for v in row.values()) + " | " + " | ".join(f"{r:.2f}" for r in ratios) + " |"
             lines.append(line)
             print(f"{backend} {line}", flush=True)
-        ratio_names = ["module / bare"] + (["module / fd.execute"] if backend == "nvfuser" else [])
+        ratio_names = ["module / bare", "unchecked / bare"]
+        ratio_names += ["module / fd.execute", "unchecked / fd.execute"] if backend == "nvfuser" else []
         header = f"### {backend}\n\n| S | " + " | ".join(names + ratio_names) + " |\n" + "|---" * (len(names) + len(ratio_names) + 1) + "|"
         tables.append(header + "\n" + "\n".join(lines) + "\n")
     text = "\n".join(tables)

@@ -21,8 +21,11 @@ import torch
 from torch.utils.benchmark import Compare, Timer
 
 from thunder_aot.examples.gpt_oss import rmsnorm
+from thunder_aot.export import ExportRequest, export
 from thunder_aot.verify import load_module_from_text
 
+SOURCE = "thunder_aot.examples.gpt_oss:rmsnorm"
+SEED_SHAPES = "1x15x2880:bf16; 1x568x2880:bf16; 1x1369x2880:bf16; 1x[1..2048]x2880:bf16"
 SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
 
 
@@ -45,6 +48,9 @@ def main() -> int:
     source = rmsnorm().cuda()
     gen = load_module_from_text(Path(args.generated).read_text(), "seed_generated")
     aot = gen.GptOssRMSNorm.from_module(source)
+    # the same export without its per-call checks (--unchecked), for the cost of the checks
+    unchecked_text = export(ExportRequest(SOURCE, (SEED_SHAPES,), backend="nvfuser", checks=False), verify=False)
+    unchecked = load_module_from_text(unchecked_text, "seed_unchecked").GptOssRMSNorm.from_module(source)
     results = []
     rows = {}
     for s in sizes:
@@ -67,6 +73,7 @@ def main() -> int:
             "FDWrapper": lambda: fd_wrapper(*fargs),
             "FD": lambda: fd.execute(fargs),
             "thunder-aot(nvfuser)": lambda: aot(x),
+            "thunder-aot(nvfuser, unchecked)": lambda: unchecked(x),
         }
         expected = source(x)
         for name, fn in systems.items():
@@ -84,21 +91,24 @@ def main() -> int:
                 last[name] = m
         results.extend(last.values())
         row = {name: statistics.median(v) for name, v in per_round.items()}
-        ratio = statistics.median(a / f for a, f in zip(per_round["thunder-aot(nvfuser)"], per_round["FD"]))
-        row["aot / FD"] = ratio
+        for name, column in (("thunder-aot(nvfuser)", "aot / FD"), ("thunder-aot(nvfuser, unchecked)", "unchecked / FD")):
+            row[column] = statistics.median(a / f for a, f in zip(per_round[name], per_round["FD"]))
         rows[s] = row
         print(f"S={s}: " + ", ".join(f"{k} {v:.2f}" for k, v in row.items()), flush=True)
+        if args.out:  # after every size: a run cut short keeps what it finished
+            write(Path(args.out), rows)
     Compare(results).print()
-    if args.out:
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.with_suffix(".json").write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "us_per_call": rows}, indent=1))
-        names = list(next(iter(rows.values())))
-        lines = ["| S | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
-        for s, row in rows.items():
-            lines.append(f"| {s} | " + " | ".join(f"{row[n]:.2f}" if n == "aot / FD" else f"{row[n]:.1f}" for n in names) + " |")
-        out.with_suffix(".md").write_text("\n".join(lines) + "\n")
     return 0
+
+
+def write(out: Path, rows: dict) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "us_per_call": rows}, indent=1))
+    names = list(next(iter(rows.values())))
+    lines = ["| S | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    for s, row in rows.items():
+        lines.append(f"| {s} | " + " | ".join(f"{row[n]:.2f}" if n.endswith(" / FD") else f"{row[n]:.1f}" for n in names) + " |")
+    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

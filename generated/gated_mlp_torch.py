@@ -25,37 +25,6 @@ class NoBucketError(ValueError):
 BUCKETS = ("[s0=1..512]x256:float32",)
 
 
-def bucket0_fusion0(t22):
-    # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
-    t5 = torch.neg(t22)
-    t6 = torch.exp(t5)
-    t7 = 1.0 + t6
-    t8 = torch.reciprocal(t7)
-    t9 = t22 * t8
-    return (t9,)
-
-
-def bucket0_fusion1(t9, t23):
-    # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
-    input_ = t9 * t23
-    return (input_,)
-
-
-def _bucket0(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight, s0):
-    """Bucket 0: [s0=1..512]x256:float32"""
-    # torch/nn/modules/linear.py:134: return F.linear(input, self.weight, self.bias)
-    t22 = torch.nn.functional.linear(x, t_gate_proj_weight, None)
-    # aotFusion0: neg, exp, add, reciprocal, mul
-    (t9,) = bucket0_fusion0(t22)
-    # torch/nn/modules/linear.py:134: return F.linear(input, self.weight, self.bias)
-    t23 = torch.nn.functional.linear(x, t_up_proj_weight, None)
-    # aotFusion1: mul
-    (input_,) = bucket0_fusion1(t9, t23)
-    # torch/nn/modules/linear.py:134: return F.linear(input, self.weight, self.bias)
-    t24 = torch.nn.functional.linear(input_, t_down_proj_weight, None)
-    return t24
-
-
 def _no_bucket(x):
     got = ", ".join(
         f"{name} {'x'.join(map(str, t.shape)) if isinstance(t, torch.Tensor) else type(t).__name__}"
@@ -83,7 +52,24 @@ def forward(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight):
     shape_0 = x.shape
     dtype_0 = x.dtype
     if dtype_0 is torch.float32 and len(shape_0) == 2 and 1 <= shape_0[0] <= 512 and shape_0[1] == 256:
-        return _bucket0(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight, shape_0[0])
+        # bucket 0: [s0=1..512]x256:float32
+        # torch/nn/modules/linear.py:134: return F.linear(input, self.weight, self.bias)
+        t22 = torch.nn.functional.linear(x, t_gate_proj_weight, None)
+        # aotFusion0: neg, exp, add, reciprocal, mul
+        # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        t5 = torch.neg(t22)
+        t6 = torch.exp(t5)
+        t7 = 1.0 + t6
+        t8 = torch.reciprocal(t7)
+        t9 = t22 * t8
+        # torch/nn/modules/linear.py:134: return F.linear(input, self.weight, self.bias)
+        t23 = torch.nn.functional.linear(x, t_up_proj_weight, None)
+        # aotFusion1: mul
+        # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        input_ = t9 * t23
+        # torch/nn/modules/linear.py:134: return F.linear(input, self.weight, self.bias)
+        t24 = torch.nn.functional.linear(input_, t_down_proj_weight, None)
+        return t24
     raise _no_bucket(x)
 
 

@@ -123,22 +123,6 @@ def bucket0_fusion0_kernel(t22_ptr, t9_out_ptr, N: tl.constexpr, BLOCK: tl.const
 bucket0_fusion0_compiled: dict = {}
 
 
-def bucket0_fusion0(t22):
-    rows = t22.numel() // 512
-    t9 = torch.empty_like(t22)
-    _launch(
-        bucket0_fusion0_kernel,
-        bucket0_fusion0_compiled,
-        rows,
-        (t22, t9),
-        (t22.data_ptr()) & 15,
-        512,
-        512,
-        1,
-    )
-    return (t9,)
-
-
 @triton.jit
 def bucket0_fusion1_kernel(t9_ptr, t23_ptr, input__out_ptr, N: tl.constexpr, BLOCK: tl.constexpr):
     # persistent: one row of 512 per program in BLOCK=512 lanes, 1 warps
@@ -154,37 +138,6 @@ def bucket0_fusion1_kernel(t9_ptr, t23_ptr, input__out_ptr, N: tl.constexpr, BLO
 
 #: device index * 2 + (inputs misaligned) -> the compiled kernel
 bucket0_fusion1_compiled: dict = {}
-
-
-def bucket0_fusion1(t9, t23):
-    rows = t9.numel() // 512
-    input_ = torch.empty_like(t9)
-    _launch(
-        bucket0_fusion1_kernel,
-        bucket0_fusion1_compiled,
-        rows,
-        (t9, t23, input_),
-        (t9.data_ptr() | t23.data_ptr()) & 15,
-        512,
-        512,
-        1,
-    )
-    return (input_,)
-
-
-def _bucket0(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight, s0):
-    """Bucket 0: [s0=1..512]x256:float32"""
-    # torch/nn/modules/linear.py:134: return F.linear(input, self.weight, self.bias)
-    t22 = torch.nn.functional.linear(x, t_gate_proj_weight, None)
-    # aotFusion0: neg, exp, add, reciprocal, mul
-    (t9,) = bucket0_fusion0(t22)
-    # torch/nn/modules/linear.py:134: return F.linear(input, self.weight, self.bias)
-    t23 = torch.nn.functional.linear(x, t_up_proj_weight, None)
-    # aotFusion1: mul
-    (input_,) = bucket0_fusion1(t9, t23)
-    # torch/nn/modules/linear.py:134: return F.linear(input, self.weight, self.bias)
-    t24 = torch.nn.functional.linear(input_, t_down_proj_weight, None)
-    return t24
 
 
 def _no_bucket(x):
@@ -228,7 +181,38 @@ def forward(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight):
     shape_0 = x.shape
     dtype_0 = x.dtype
     if dtype_0 is torch.float32 and len(shape_0) == 2 and 1 <= shape_0[0] <= 512 and shape_0[1] == 256:
-        return _bucket0(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight, shape_0[0])
+        # bucket 0: [s0=1..512]x256:float32
+        # torch/nn/modules/linear.py:134: return F.linear(input, self.weight, self.bias)
+        t22 = torch.nn.functional.linear(x, t_gate_proj_weight, None)
+        # aotFusion0: neg, exp, add, reciprocal, mul
+        t9 = torch.empty_like(t22)
+        _launch(
+            bucket0_fusion0_kernel,
+            bucket0_fusion0_compiled,
+            t22.numel() // 512,
+            (t22, t9),
+            (t22.data_ptr()) & 15,
+            512,
+            512,
+            1,
+        )
+        # torch/nn/modules/linear.py:134: return F.linear(input, self.weight, self.bias)
+        t23 = torch.nn.functional.linear(x, t_up_proj_weight, None)
+        # aotFusion1: mul
+        input_ = torch.empty_like(t9)
+        _launch(
+            bucket0_fusion1_kernel,
+            bucket0_fusion1_compiled,
+            t9.numel() // 512,
+            (t9, t23, input_),
+            (t9.data_ptr() | t23.data_ptr()) & 15,
+            512,
+            512,
+            1,
+        )
+        # torch/nn/modules/linear.py:134: return F.linear(input, self.weight, self.bias)
+        t24 = torch.nn.functional.linear(input_, t_down_proj_weight, None)
+        return t24
     raise _no_bucket(x)
 
 

@@ -155,29 +155,6 @@ def bucket0_fusion0_kernel(gate_up_ptr, t36_out_ptr, N: tl.constexpr, BLOCK: tl.
 bucket0_fusion0_compiled: dict = {}
 
 
-def bucket0_fusion0(gate_up):
-    rows = gate_up.numel() // 2048
-    t36 = torch.empty((*gate_up.shape[:-1], 1024), dtype=torch.bfloat16, device=gate_up.device)
-    _launch(
-        bucket0_fusion0_kernel,
-        bucket0_fusion0_compiled,
-        rows,
-        (gate_up, t36),
-        (gate_up.data_ptr()) & 15,
-        1024,
-        1024,
-        1,
-    )
-    return (t36,)
-
-
-def _bucket0(gate_up, s0):
-    """Bucket 0: [s0=1..2048]x2048:bfloat16"""
-    # aotFusion0: slice, slice, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, convert_element_type, add, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, tanh, convert_element_type, convert_element_type, add, convert_element_type, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, convert_element_type, mul, convert_element_type
-    (t36,) = bucket0_fusion0(gate_up)
-    return t36
-
-
 def _no_bucket(gate_up):
     got = ", ".join(
         f"{name} {'x'.join(map(str, t.shape)) if isinstance(t, torch.Tensor) else type(t).__name__}"
@@ -216,7 +193,20 @@ def forward(gate_up):
     shape_0 = gate_up.shape
     dtype_0 = gate_up.dtype
     if dtype_0 is torch.bfloat16 and len(shape_0) == 2 and 1 <= shape_0[0] <= 2048 and shape_0[1] == 2048:
-        return _bucket0(gate_up, shape_0[0])
+        # bucket 0: [s0=1..2048]x2048:bfloat16
+        # aotFusion0: slice, slice, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, convert_element_type, add, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, tanh, convert_element_type, convert_element_type, add, convert_element_type, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, convert_element_type, mul, convert_element_type
+        t36 = torch.empty((*gate_up.shape[:-1], 1024), dtype=torch.bfloat16, device=gate_up.device)
+        _launch(
+            bucket0_fusion0_kernel,
+            bucket0_fusion0_compiled,
+            gate_up.numel() // 2048,
+            (gate_up, t36),
+            (gate_up.data_ptr()) & 15,
+            1024,
+            1024,
+            1,
+        )
+        return t36
     raise _no_bucket(gate_up)
 
 

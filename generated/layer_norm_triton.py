@@ -137,29 +137,6 @@ def bucket0_fusion0_kernel(
 bucket0_fusion0_compiled: dict = {}
 
 
-def bucket0_fusion0(input_, t_weight, t_bias):
-    rows = input_.numel() // 1024
-    t28 = torch.empty_like(input_)
-    _launch(
-        bucket0_fusion0_kernel,
-        bucket0_fusion0_compiled,
-        rows,
-        (input_, t_weight, t_bias, t28),
-        (input_.data_ptr() | t_weight.data_ptr() | t_bias.data_ptr()) & 15,
-        1024,
-        1024,
-        1,
-    )
-    return (t28,)
-
-
-def _bucket0(input_, t_bias, t_weight, s0):
-    """Bucket 0: [s0=1..2048]x1024:bfloat16"""
-    # aotFusion0: convert_element_type, shallow_copy, var_mean, broadcast_in_dim, broadcast_in_dim, shallow_copy, shallow_copy, add, rsqrt, broadcast_in_dim, convert_element_type, sub, broadcast_in_dim, mul, broadcast_in_dim, convert_element_type, mul, broadcast_in_dim, convert_element_type, add, convert_element_type, convert_element_type, convert_element_type
-    (t28,) = bucket0_fusion0(input_, t_weight, t_bias)
-    return t28
-
-
 def _no_bucket(input_):
     got = ", ".join(
         f"{name} {'x'.join(map(str, t.shape)) if isinstance(t, torch.Tensor) else type(t).__name__}"
@@ -222,7 +199,20 @@ def forward(input_, t_bias, t_weight):
     shape_0 = input_.shape
     dtype_0 = input_.dtype
     if dtype_0 is torch.bfloat16 and len(shape_0) == 2 and 1 <= shape_0[0] <= 2048 and shape_0[1] == 1024:
-        return _bucket0(input_, t_bias, t_weight, shape_0[0])
+        # bucket 0: [s0=1..2048]x1024:bfloat16
+        # aotFusion0: convert_element_type, shallow_copy, var_mean, broadcast_in_dim, broadcast_in_dim, shallow_copy, shallow_copy, add, rsqrt, broadcast_in_dim, convert_element_type, sub, broadcast_in_dim, mul, broadcast_in_dim, convert_element_type, mul, broadcast_in_dim, convert_element_type, add, convert_element_type, convert_element_type, convert_element_type
+        t28 = torch.empty_like(input_)
+        _launch(
+            bucket0_fusion0_kernel,
+            bucket0_fusion0_compiled,
+            input_.numel() // 1024,
+            (input_, t_weight, t_bias, t28),
+            (input_.data_ptr() | t_weight.data_ptr() | t_bias.data_ptr()) & 15,
+            1024,
+            1024,
+            1,
+        )
+        return t28
     raise _no_bucket(input_)
 
 

@@ -25,40 +25,6 @@ class NoBucketError(ValueError):
 BUCKETS = ("1x[S=1..2048]x2880:bfloat16, 1x[S]x2880:bfloat16",)
 
 
-def bucket0_fusion0(x, residual, t_norm_weight, S):
-    # thunder_aot/examples/blocks.py:33: residual = x + residual
-    t0 = x.to(torch.float32)
-    t1 = residual.to(torch.float32)
-    t2 = t0 + t1
-    hidden_states = t2.to(torch.bfloat16)
-    # thunder_aot/examples/gpt_oss.py:22: hidden_states = hidden_states.to(torch.float32)
-    t5 = hidden_states.to(torch.float32)
-    # thunder_aot/examples/gpt_oss.py:23: variance = hidden_states.pow(2).mean(-1, keepdim=True)
-    t6 = t5**2.0
-    t7 = t6
-    t8 = torch.sum(t7, (2,))
-    t9 = t8.view(1, S, 1)
-    t10 = t9 / 2880.0
-    variance = t10
-    # thunder_aot/examples/gpt_oss.py:24: hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
-    t13 = variance + 1e-05
-    t14 = torch.rsqrt(t13)
-    t15 = t14.expand(1, S, 2880)
-    t16 = t5 * t15
-    # thunder_aot/examples/gpt_oss.py:25: return (self.weight * hidden_states).to(input_dtype)
-    t19 = t_norm_weight.view(1, 1, 2880).expand(1, S, 2880)
-    t20 = t19 * t16
-    t21 = t20.to(torch.bfloat16)
-    return hidden_states, t21
-
-
-def _bucket0(x, residual, t_norm_weight, S):
-    """Bucket 0: 1x[S=1..2048]x2880:bfloat16, 1x[S]x2880:bfloat16"""
-    # aotFusion0: convert_element_type, convert_element_type, add, convert_element_type, convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
-    hidden_states, t21 = bucket0_fusion0(x, residual, t_norm_weight, S)
-    return t21, hidden_states
-
-
 def _no_bucket(x, residual):
     got = ", ".join(
         f"{name} {'x'.join(map(str, t.shape)) if isinstance(t, torch.Tensor) else type(t).__name__}"
@@ -104,7 +70,33 @@ def forward(x, residual, t_norm_weight):
         and shape_1[1] == shape_0[1]
         and shape_1[2] == 2880
     ):
-        return _bucket0(x, residual, t_norm_weight, shape_0[1])
+        # bucket 0: 1x[S=1..2048]x2880:bfloat16, 1x[S]x2880:bfloat16
+        S = shape_0[1]
+        # aotFusion0: convert_element_type, convert_element_type, add, convert_element_type, convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
+        # thunder_aot/examples/blocks.py:33: residual = x + residual
+        t0 = x.to(torch.float32)
+        t1 = residual.to(torch.float32)
+        t2 = t0 + t1
+        hidden_states = t2.to(torch.bfloat16)
+        # thunder_aot/examples/gpt_oss.py:22: hidden_states = hidden_states.to(torch.float32)
+        t5 = hidden_states.to(torch.float32)
+        # thunder_aot/examples/gpt_oss.py:23: variance = hidden_states.pow(2).mean(-1, keepdim=True)
+        t6 = t5**2.0
+        t7 = t6
+        t8 = torch.sum(t7, (2,))
+        t9 = t8.view(1, S, 1)
+        t10 = t9 / 2880.0
+        variance = t10
+        # thunder_aot/examples/gpt_oss.py:24: hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+        t13 = variance + 1e-05
+        t14 = torch.rsqrt(t13)
+        t15 = t14.expand(1, S, 2880)
+        t16 = t5 * t15
+        # thunder_aot/examples/gpt_oss.py:25: return (self.weight * hidden_states).to(input_dtype)
+        t19 = t_norm_weight.view(1, 1, 2880).expand(1, S, 2880)
+        t20 = t19 * t16
+        t21 = t20.to(torch.bfloat16)
+        return t21, hidden_states
     raise _no_bucket(x, residual)
 
 

@@ -146,30 +146,6 @@ def bucket0_fusion0_kernel(
 bucket0_fusion0_compiled: dict = {}
 
 
-def bucket0_fusion0(x, residual, t_norm_weight):
-    rows = x.numel() // 2880
-    hidden_states = torch.empty_like(x)
-    t21 = torch.empty_like(x)
-    _launch(
-        bucket0_fusion0_kernel,
-        bucket0_fusion0_compiled,
-        rows,
-        (x, residual, t_norm_weight, hidden_states, t21),
-        (x.data_ptr() | residual.data_ptr() | t_norm_weight.data_ptr()) & 15,
-        2880,
-        4096,
-        4,
-    )
-    return hidden_states, t21
-
-
-def _bucket0(x, residual, t_norm_weight, S):
-    """Bucket 0: 1x[S=1..2048]x2880:bfloat16, 1x[S]x2880:bfloat16"""
-    # aotFusion0: convert_element_type, convert_element_type, add, convert_element_type, convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
-    hidden_states, t21 = bucket0_fusion0(x, residual, t_norm_weight)
-    return t21, hidden_states
-
-
 def _no_bucket(x, residual):
     got = ", ".join(
         f"{name} {'x'.join(map(str, t.shape)) if isinstance(t, torch.Tensor) else type(t).__name__}"
@@ -243,7 +219,21 @@ def forward(x, residual, t_norm_weight):
         and shape_1[1] == shape_0[1]
         and shape_1[2] == 2880
     ):
-        return _bucket0(x, residual, t_norm_weight, shape_0[1])
+        # bucket 0: 1x[S=1..2048]x2880:bfloat16, 1x[S]x2880:bfloat16
+        # aotFusion0: convert_element_type, convert_element_type, add, convert_element_type, convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
+        hidden_states = torch.empty_like(x)
+        t21 = torch.empty_like(x)
+        _launch(
+            bucket0_fusion0_kernel,
+            bucket0_fusion0_compiled,
+            x.numel() // 2880,
+            (x, residual, t_norm_weight, hidden_states, t21),
+            (x.data_ptr() | residual.data_ptr() | t_norm_weight.data_ptr()) & 15,
+            2880,
+            4096,
+            4,
+        )
+        return t21, hidden_states
     raise _no_bucket(x, residual)
 
 

@@ -35,50 +35,55 @@ BUCKETS = (
     "1x[s0=1..2048]x2880:bfloat16",
 )
 
+_FIRST_EXECUTE_LOCK = threading.Lock()
+
+
+class _Fusion:
+    """A recorded FusionDefinition and the call that runs it, ``execute(inputs) -> outputs``: at
+    the first call ``fd.execute`` (which compiles; first calls run one at a time, so two threads
+    never compile the same definition at once), then straight to the executor cache that it
+    created (skipping execute's Python checks: ~1 µs per call on the GPU machine)."""
+
+    __slots__ = ("fd", "execute", "ready")
+
+    def __init__(self, fd: FusionDefinition) -> None:
+        self.fd = fd
+        self.ready = False
+        self.execute = self._first_execute
+
+    def _first_execute(self, inputs: list) -> list[torch.Tensor]:
+        with _FIRST_EXECUTE_LOCK:
+            if not self.ready:
+                outputs = self.fd.execute(inputs)
+                self.execute = self.fd.fec.execute
+                self.ready = True
+                return outputs
+        return self.execute(inputs)
+
+
 _DEFINE_LOCK = threading.Lock()
 
 
-def _fusion(define, *sizes: int) -> FusionDefinition:
+def _fusion(define, *sizes: int) -> _Fusion:
     """Record one FusionDefinition (cheap; nvFuser compiles its kernels at the first execute)."""
     with FusionDefinition() as fd:
         define(fd, *sizes)
-    return fd
+    return _Fusion(fd)
 
 
-def _specialized(cache: dict, define, sizes: tuple[int, ...]) -> FusionDefinition:
-    """The FusionDefinition for these dynamic sizes, recorded once (thread-safe) at their first call."""
-    fd = cache.get(sizes)
-    if fd is None:
-        with _DEFINE_LOCK:
-            fd = cache.get(sizes)
-            if fd is None:
-                fd = cache[sizes] = _fusion(define, *sizes)
-    return fd
+def _specialize(cache: dict, key, define, *sizes: int) -> _Fusion:
+    """The FusionDefinition for these dynamic sizes, recorded once (thread-safe) at their first call;
+    later calls find it with ``cache.get(key)``."""
+    with _DEFINE_LOCK:
+        fusion = cache.get(key)
+        if fusion is None:
+            fusion = cache[key] = _fusion(define, *sizes)
+    return fusion
 
 
 def _contiguity(shape: list[int]) -> list[bool | None]:
     """nvFuser's contiguity of a contiguous tensor: None for size-1 (broadcast) dims."""
     return [None if size == 1 else True for size in shape]
-
-
-#: id(fd) -> nvFuser's executor cache, once fd's first execute (which compiles) has finished
-_READY: dict[int, object] = {}
-_FIRST_EXECUTE_LOCK = threading.Lock()
-
-
-def _run(fd: FusionDefinition, inputs: list) -> list[torch.Tensor]:
-    """``fd.execute(inputs)``; after the first call, straight to nvFuser's executor cache that
-    execute() created (skipping execute's Python checks: ~1 µs per call on the GPU machine).
-    First calls run one at a time, so two threads never compile the same definition at once."""
-    cache = _READY.get(id(fd))
-    if cache is None:
-        with _FIRST_EXECUTE_LOCK:
-            cache = _READY.get(id(fd))
-            if cache is None:
-                outputs = fd.execute(inputs)
-                _READY[id(fd)] = fd.fec
-                return outputs
-    return cache.execute(inputs)
 
 
 def define_bucket0_fusion0(fd: FusionDefinition) -> None:
@@ -116,13 +121,6 @@ def define_bucket0_fusion0(fd: FusionDefinition) -> None:
 bucket0_fusion0 = _fusion(define_bucket0_fusion0)
 
 
-def _bucket0(hidden_states, t_weight):
-    """Bucket 0: 1x15x2880:bfloat16"""
-    # aotFusion0: convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
-    (t16,) = _run(bucket0_fusion0, [hidden_states, t_weight])
-    return t16
-
-
 def define_bucket1_fusion0(fd: FusionDefinition) -> None:
     hidden_states = fd.define_tensor(
         shape=[1, 568, 2880],
@@ -156,13 +154,6 @@ def define_bucket1_fusion0(fd: FusionDefinition) -> None:
 
 
 bucket1_fusion0 = _fusion(define_bucket1_fusion0)
-
-
-def _bucket1(hidden_states, t_weight):
-    """Bucket 1: 1x568x2880:bfloat16"""
-    # aotFusion0: convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
-    (t16,) = _run(bucket1_fusion0, [hidden_states, t_weight])
-    return t16
 
 
 def define_bucket2_fusion0(fd: FusionDefinition) -> None:
@@ -200,13 +191,6 @@ def define_bucket2_fusion0(fd: FusionDefinition) -> None:
 bucket2_fusion0 = _fusion(define_bucket2_fusion0)
 
 
-def _bucket2(hidden_states, t_weight):
-    """Bucket 2: 1x1369x2880:bfloat16"""
-    # aotFusion0: convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
-    (t16,) = _run(bucket2_fusion0, [hidden_states, t_weight])
-    return t16
-
-
 def define_bucket3_fusion0(fd: FusionDefinition, s0: int) -> None:
     hidden_states = fd.define_tensor(
         shape=[1, s0, 2880],
@@ -239,15 +223,8 @@ def define_bucket3_fusion0(fd: FusionDefinition, s0: int) -> None:
     fd.add_output(t16)
 
 
-#: one FusionDefinition per (s0), recorded at that size's first call
-bucket3_fusion0: dict[tuple[int, ...], FusionDefinition] = {}
-
-
-def _bucket3(hidden_states, t_weight, s0):
-    """Bucket 3: 1x[s0=1..2048]x2880:bfloat16"""
-    # aotFusion0: convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
-    (t16,) = _run(_specialized(bucket3_fusion0, define_bucket3_fusion0, (s0,)), [hidden_states, t_weight])
-    return t16
+#: s0 -> its FusionDefinition (a _Fusion), recorded at that size's first call
+bucket3_fusion0: dict = {}
 
 
 def _no_bucket(hidden_states):
@@ -308,11 +285,20 @@ def forward(hidden_states, t_weight):
     shape_0 = hidden_states.shape
     dtype_0 = hidden_states.dtype
     if dtype_0 is torch.bfloat16 and shape_0 == (1, 15, 2880):
-        return _bucket0(hidden_states, t_weight)
+        # bucket 0: 1x15x2880:bfloat16
+        # aotFusion0: convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
+        (t16,) = bucket0_fusion0.execute([hidden_states, t_weight])
+        return t16
     if dtype_0 is torch.bfloat16 and shape_0 == (1, 568, 2880):
-        return _bucket1(hidden_states, t_weight)
+        # bucket 1: 1x568x2880:bfloat16
+        # aotFusion0: convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
+        (t16,) = bucket1_fusion0.execute([hidden_states, t_weight])
+        return t16
     if dtype_0 is torch.bfloat16 and shape_0 == (1, 1369, 2880):
-        return _bucket2(hidden_states, t_weight)
+        # bucket 2: 1x1369x2880:bfloat16
+        # aotFusion0: convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
+        (t16,) = bucket2_fusion0.execute([hidden_states, t_weight])
+        return t16
     if (
         dtype_0 is torch.bfloat16
         and len(shape_0) == 3
@@ -320,7 +306,13 @@ def forward(hidden_states, t_weight):
         and 1 <= shape_0[1] <= 2048
         and shape_0[2] == 2880
     ):
-        return _bucket3(hidden_states, t_weight, shape_0[1])
+        # bucket 3: 1x[s0=1..2048]x2880:bfloat16
+        s0 = shape_0[1]
+        # aotFusion0: convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
+        (t16,) = (
+            bucket3_fusion0.get(s0) or _specialize(bucket3_fusion0, s0, define_bucket3_fusion0, s0)
+        ).execute([hidden_states, t_weight])
+        return t16
     raise _no_bucket(hidden_states)
 
 

@@ -141,98 +141,6 @@ def bucket0_fusion0_kernel(
 bucket0_fusion0_compiled: dict = {}
 
 
-def bucket0_fusion0(hidden_states, t_weight):
-    rows = hidden_states.numel() // 2880
-    t16 = torch.empty_like(hidden_states)
-    _launch(
-        bucket0_fusion0_kernel,
-        bucket0_fusion0_compiled,
-        rows,
-        (hidden_states, t_weight, t16),
-        (hidden_states.data_ptr() | t_weight.data_ptr()) & 15,
-        2880,
-        4096,
-        4,
-    )
-    return (t16,)
-
-
-def _bucket0(hidden_states, t_weight):
-    """Bucket 0: 1x15x2880:bfloat16"""
-    # aotFusion0: convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
-    (t16,) = bucket0_fusion0(hidden_states, t_weight)
-    return t16
-
-
-def bucket1_fusion0(hidden_states, t_weight):
-    rows = hidden_states.numel() // 2880
-    t16 = torch.empty_like(hidden_states)
-    _launch(
-        bucket0_fusion0_kernel,
-        bucket0_fusion0_compiled,
-        rows,
-        (hidden_states, t_weight, t16),
-        (hidden_states.data_ptr() | t_weight.data_ptr()) & 15,
-        2880,
-        4096,
-        4,
-    )
-    return (t16,)
-
-
-def _bucket1(hidden_states, t_weight):
-    """Bucket 1: 1x568x2880:bfloat16"""
-    # aotFusion0: convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
-    (t16,) = bucket1_fusion0(hidden_states, t_weight)
-    return t16
-
-
-def bucket2_fusion0(hidden_states, t_weight):
-    rows = hidden_states.numel() // 2880
-    t16 = torch.empty_like(hidden_states)
-    _launch(
-        bucket0_fusion0_kernel,
-        bucket0_fusion0_compiled,
-        rows,
-        (hidden_states, t_weight, t16),
-        (hidden_states.data_ptr() | t_weight.data_ptr()) & 15,
-        2880,
-        4096,
-        4,
-    )
-    return (t16,)
-
-
-def _bucket2(hidden_states, t_weight):
-    """Bucket 2: 1x1369x2880:bfloat16"""
-    # aotFusion0: convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
-    (t16,) = bucket2_fusion0(hidden_states, t_weight)
-    return t16
-
-
-def bucket3_fusion0(hidden_states, t_weight):
-    rows = hidden_states.numel() // 2880
-    t16 = torch.empty_like(hidden_states)
-    _launch(
-        bucket0_fusion0_kernel,
-        bucket0_fusion0_compiled,
-        rows,
-        (hidden_states, t_weight, t16),
-        (hidden_states.data_ptr() | t_weight.data_ptr()) & 15,
-        2880,
-        4096,
-        4,
-    )
-    return (t16,)
-
-
-def _bucket3(hidden_states, t_weight, s0):
-    """Bucket 3: 1x[s0=1..2048]x2880:bfloat16"""
-    # aotFusion0: convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
-    (t16,) = bucket3_fusion0(hidden_states, t_weight)
-    return t16
-
-
 def _no_bucket(hidden_states):
     got = ", ".join(
         f"{name} {'x'.join(map(str, t.shape)) if isinstance(t, torch.Tensor) else type(t).__name__}"
@@ -293,11 +201,50 @@ def forward(hidden_states, t_weight):
     shape_0 = hidden_states.shape
     dtype_0 = hidden_states.dtype
     if dtype_0 is torch.bfloat16 and shape_0 == (1, 15, 2880):
-        return _bucket0(hidden_states, t_weight)
+        # bucket 0: 1x15x2880:bfloat16
+        # aotFusion0: convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
+        t16 = torch.empty_like(hidden_states)
+        _launch(
+            bucket0_fusion0_kernel,
+            bucket0_fusion0_compiled,
+            hidden_states.numel() // 2880,
+            (hidden_states, t_weight, t16),
+            (hidden_states.data_ptr() | t_weight.data_ptr()) & 15,
+            2880,
+            4096,
+            4,
+        )
+        return t16
     if dtype_0 is torch.bfloat16 and shape_0 == (1, 568, 2880):
-        return _bucket1(hidden_states, t_weight)
+        # bucket 1: 1x568x2880:bfloat16
+        # aotFusion0: convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
+        t16 = torch.empty_like(hidden_states)
+        _launch(
+            bucket0_fusion0_kernel,
+            bucket0_fusion0_compiled,
+            hidden_states.numel() // 2880,
+            (hidden_states, t_weight, t16),
+            (hidden_states.data_ptr() | t_weight.data_ptr()) & 15,
+            2880,
+            4096,
+            4,
+        )
+        return t16
     if dtype_0 is torch.bfloat16 and shape_0 == (1, 1369, 2880):
-        return _bucket2(hidden_states, t_weight)
+        # bucket 2: 1x1369x2880:bfloat16
+        # aotFusion0: convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
+        t16 = torch.empty_like(hidden_states)
+        _launch(
+            bucket0_fusion0_kernel,
+            bucket0_fusion0_compiled,
+            hidden_states.numel() // 2880,
+            (hidden_states, t_weight, t16),
+            (hidden_states.data_ptr() | t_weight.data_ptr()) & 15,
+            2880,
+            4096,
+            4,
+        )
+        return t16
     if (
         dtype_0 is torch.bfloat16
         and len(shape_0) == 3
@@ -305,7 +252,20 @@ def forward(hidden_states, t_weight):
         and 1 <= shape_0[1] <= 2048
         and shape_0[2] == 2880
     ):
-        return _bucket3(hidden_states, t_weight, shape_0[1])
+        # bucket 3: 1x[s0=1..2048]x2880:bfloat16
+        # aotFusion0: convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
+        t16 = torch.empty_like(hidden_states)
+        _launch(
+            bucket0_fusion0_kernel,
+            bucket0_fusion0_compiled,
+            hidden_states.numel() // 2880,
+            (hidden_states, t_weight, t16),
+            (hidden_states.data_ptr() | t_weight.data_ptr()) & 15,
+            2880,
+            4096,
+            4,
+        )
+        return t16
     raise _no_bucket(hidden_states)
 
 

@@ -25,39 +25,6 @@ class NoBucketError(ValueError):
 BUCKETS = ("1x8x[S=1..2048]x64:bfloat16, 1x1x[S]x64:bfloat16, 1x1x[S]x64:bfloat16",)
 
 
-def bucket0_fusion0(x, cos, sin, S):
-    # thunder_aot/examples/blocks.py:78: rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-    t0 = x[:, :, :, 32:64]
-    t1 = t0.to(torch.float32)
-    t2 = torch.neg(t1)
-    t3 = t2.to(torch.bfloat16)
-    t4 = x[:, :, :, 0:32]
-    rotated = torch.cat([t3, t4], -1)
-    # thunder_aot/examples/blocks.py:79: return x * cos + rotated * sin
-    t6 = cos.expand(1, 8, S, 64)
-    t7 = x.to(torch.float32)
-    t8 = t6.to(torch.float32)
-    t9 = t7 * t8
-    t10 = t9.to(torch.bfloat16)
-    t11 = sin.expand(1, 8, S, 64)
-    t12 = rotated.to(torch.float32)
-    t13 = t11.to(torch.float32)
-    t14 = t12 * t13
-    t15 = t14.to(torch.bfloat16)
-    t16 = t10.to(torch.float32)
-    t17 = t15.to(torch.float32)
-    t18 = t16 + t17
-    t19 = t18.to(torch.bfloat16)
-    return (t19,)
-
-
-def _bucket0(x, cos, sin, S):
-    """Bucket 0: 1x8x[S=1..2048]x64:bfloat16, 1x1x[S]x64:bfloat16, 1x1x[S]x64:bfloat16"""
-    # aotFusion0: slice, convert_element_type, neg, convert_element_type, slice, cat, broadcast_in_dim, convert_element_type, convert_element_type, mul, convert_element_type, broadcast_in_dim, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, convert_element_type, add, convert_element_type
-    (t19,) = bucket0_fusion0(x, cos, sin, S)
-    return t19
-
-
 def _no_bucket(x, cos, sin):
     got = ", ".join(
         f"{name} {'x'.join(map(str, t.shape)) if isinstance(t, torch.Tensor) else type(t).__name__}"
@@ -116,7 +83,32 @@ def forward(x, cos, sin):
         and shape_2[2] == shape_0[2]
         and shape_2[3] == 64
     ):
-        return _bucket0(x, cos, sin, shape_0[2])
+        # bucket 0: 1x8x[S=1..2048]x64:bfloat16, 1x1x[S]x64:bfloat16, 1x1x[S]x64:bfloat16
+        S = shape_0[2]
+        # aotFusion0: slice, convert_element_type, neg, convert_element_type, slice, cat, broadcast_in_dim, convert_element_type, convert_element_type, mul, convert_element_type, broadcast_in_dim, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, convert_element_type, add, convert_element_type
+        # thunder_aot/examples/blocks.py:78: rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+        t0 = x[:, :, :, 32:64]
+        t1 = t0.to(torch.float32)
+        t2 = torch.neg(t1)
+        t3 = t2.to(torch.bfloat16)
+        t4 = x[:, :, :, 0:32]
+        rotated = torch.cat([t3, t4], -1)
+        # thunder_aot/examples/blocks.py:79: return x * cos + rotated * sin
+        t6 = cos.expand(1, 8, S, 64)
+        t7 = x.to(torch.float32)
+        t8 = t6.to(torch.float32)
+        t9 = t7 * t8
+        t10 = t9.to(torch.bfloat16)
+        t11 = sin.expand(1, 8, S, 64)
+        t12 = rotated.to(torch.float32)
+        t13 = t11.to(torch.float32)
+        t14 = t12 * t13
+        t15 = t14.to(torch.bfloat16)
+        t16 = t10.to(torch.float32)
+        t17 = t15.to(torch.float32)
+        t18 = t16 + t17
+        t19 = t18.to(torch.bfloat16)
+        return t19
     raise _no_bucket(x, cos, sin)
 
 

@@ -138,30 +138,6 @@ def bucket0_fusion0_kernel(x_ptr, cos_ptr, sin_ptr, t19_out_ptr, S, N: tl.conste
 bucket0_fusion0_compiled: dict = {}
 
 
-def bucket0_fusion0(x, cos, sin):
-    rows = x.numel() // 64
-    S = x.shape[2]
-    t19 = torch.empty_like(x)
-    _launch(
-        bucket0_fusion0_kernel,
-        bucket0_fusion0_compiled,
-        rows,
-        (x, cos, sin, t19, S),
-        (x.data_ptr() | cos.data_ptr() | sin.data_ptr()) & 15,
-        64,
-        64,
-        1,
-    )
-    return (t19,)
-
-
-def _bucket0(x, cos, sin, S):
-    """Bucket 0: 1x8x[S=1..2048]x64:bfloat16, 1x1x[S]x64:bfloat16, 1x1x[S]x64:bfloat16"""
-    # aotFusion0: slice, convert_element_type, neg, convert_element_type, slice, cat, broadcast_in_dim, convert_element_type, convert_element_type, mul, convert_element_type, broadcast_in_dim, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, convert_element_type, add, convert_element_type
-    (t19,) = bucket0_fusion0(x, cos, sin)
-    return t19
-
-
 def _no_bucket(x, cos, sin):
     got = ", ".join(
         f"{name} {'x'.join(map(str, t.shape)) if isinstance(t, torch.Tensor) else type(t).__name__}"
@@ -229,7 +205,22 @@ def forward(x, cos, sin):
         and shape_2[2] == shape_0[2]
         and shape_2[3] == 64
     ):
-        return _bucket0(x, cos, sin, shape_0[2])
+        # bucket 0: 1x8x[S=1..2048]x64:bfloat16, 1x1x[S]x64:bfloat16, 1x1x[S]x64:bfloat16
+        S = shape_0[2]
+        # aotFusion0: slice, convert_element_type, neg, convert_element_type, slice, cat, broadcast_in_dim, convert_element_type, convert_element_type, mul, convert_element_type, broadcast_in_dim, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, convert_element_type, add, convert_element_type
+        S = x.shape[2]
+        t19 = torch.empty_like(x)
+        _launch(
+            bucket0_fusion0_kernel,
+            bucket0_fusion0_compiled,
+            x.numel() // 64,
+            (x, cos, sin, t19, S),
+            (x.data_ptr() | cos.data_ptr() | sin.data_ptr()) & 15,
+            64,
+            64,
+            1,
+        )
+        return t19
     raise _no_bucket(x, cos, sin)
 
 

@@ -29,70 +29,6 @@ BUCKETS = (
 )
 
 
-def bucket0_fusion0(scores, mask_):
-    # thunder_aot/examples/blocks.py:61: probs = torch.softmax(scores.float() * self.scale + mask, dim=-1)
-    t0 = scores.to(torch.float32)
-    t2 = t0 * 0.125
-    t3 = mask_.expand(1, 8, 1, 1)
-    t4 = t2 + t3
-    t5 = t4
-    t6 = t5
-    t7 = torch.amax(t6, (3,))
-    t8 = t7.view(1, 8, 1, 1)
-    t9 = t8
-    t10 = t5 - t9
-    t11 = torch.exp(t10)
-    t12 = t11
-    t13 = torch.sum(t12, (3,))
-    t14 = t13.view(1, 8, 1, 1)
-    t15 = t14
-    t16 = t11 / t15
-    probs = t16
-    # thunder_aot/examples/blocks.py:62: return probs.to(scores.dtype)
-    t18 = probs.to(torch.bfloat16)
-    return (t18,)
-
-
-def _bucket0(scores, mask_):
-    """Bucket 0: 1x8x1x1:bfloat16, 1x1x1x1:float32"""
-    # aotFusion0: convert_element_type, mul, broadcast_in_dim, add, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, div, shallow_copy, convert_element_type
-    (t18,) = bucket0_fusion0(scores, mask_)
-    return t18
-
-
-def bucket1_fusion0(scores, mask_, S):
-    # thunder_aot/examples/blocks.py:61: probs = torch.softmax(scores.float() * self.scale + mask, dim=-1)
-    t0 = scores.to(torch.float32)
-    t2 = t0 * 0.125
-    t3 = mask_.expand(1, 8, S, S)
-    t4 = t2 + t3
-    t5 = t4
-    t6 = t5
-    t7 = torch.amax(t6, (3,))
-    t8 = t7.view(1, 8, S, 1)
-    t9 = t8
-    t10 = t9.expand(1, 8, S, S)
-    t11 = t5 - t10
-    t12 = torch.exp(t11)
-    t13 = t12
-    t14 = torch.sum(t13, (3,))
-    t15 = t14.view(1, 8, S, 1)
-    t16 = t15
-    t17 = t16.expand(1, 8, S, S)
-    t18 = t12 / t17
-    probs = t18
-    # thunder_aot/examples/blocks.py:62: return probs.to(scores.dtype)
-    t20 = probs.to(torch.bfloat16)
-    return (t20,)
-
-
-def _bucket1(scores, mask_, S):
-    """Bucket 1: 1x8x[S=2..512]x[S]:bfloat16, 1x1x[S]x[S]:float32"""
-    # aotFusion0: convert_element_type, mul, broadcast_in_dim, add, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, broadcast_in_dim, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, broadcast_in_dim, div, shallow_copy, convert_element_type
-    (t20,) = bucket1_fusion0(scores, mask_, S)
-    return t20
-
-
 def _no_bucket(scores, mask_):
     got = ", ".join(
         f"{name} {'x'.join(map(str, t.shape)) if isinstance(t, torch.Tensor) else type(t).__name__}"
@@ -132,7 +68,29 @@ def forward(scores, mask_):
         and dtype_1 is torch.float32
         and shape_1 == (1, 1, 1, 1)
     ):
-        return _bucket0(scores, mask_)
+        # bucket 0: 1x8x1x1:bfloat16, 1x1x1x1:float32
+        # aotFusion0: convert_element_type, mul, broadcast_in_dim, add, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, div, shallow_copy, convert_element_type
+        # thunder_aot/examples/blocks.py:61: probs = torch.softmax(scores.float() * self.scale + mask, dim=-1)
+        t0 = scores.to(torch.float32)
+        t2 = t0 * 0.125
+        t3 = mask_.expand(1, 8, 1, 1)
+        t4 = t2 + t3
+        t5 = t4
+        t6 = t5
+        t7 = torch.amax(t6, (3,))
+        t8 = t7.view(1, 8, 1, 1)
+        t9 = t8
+        t10 = t5 - t9
+        t11 = torch.exp(t10)
+        t12 = t11
+        t13 = torch.sum(t12, (3,))
+        t14 = t13.view(1, 8, 1, 1)
+        t15 = t14
+        t16 = t11 / t15
+        probs = t16
+        # thunder_aot/examples/blocks.py:62: return probs.to(scores.dtype)
+        t18 = probs.to(torch.bfloat16)
+        return t18
     if (
         dtype_0 is torch.bfloat16
         and len(shape_0) == 4
@@ -147,7 +105,32 @@ def forward(scores, mask_):
         and shape_1[2] == shape_0[2]
         and shape_1[3] == shape_0[2]
     ):
-        return _bucket1(scores, mask_, shape_0[2])
+        # bucket 1: 1x8x[S=2..512]x[S]:bfloat16, 1x1x[S]x[S]:float32
+        S = shape_0[2]
+        # aotFusion0: convert_element_type, mul, broadcast_in_dim, add, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, broadcast_in_dim, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, broadcast_in_dim, div, shallow_copy, convert_element_type
+        # thunder_aot/examples/blocks.py:61: probs = torch.softmax(scores.float() * self.scale + mask, dim=-1)
+        t0 = scores.to(torch.float32)
+        t2 = t0 * 0.125
+        t3 = mask_.expand(1, 8, S, S)
+        t4 = t2 + t3
+        t5 = t4
+        t6 = t5
+        t7 = torch.amax(t6, (3,))
+        t8 = t7.view(1, 8, S, 1)
+        t9 = t8
+        t10 = t9.expand(1, 8, S, S)
+        t11 = t5 - t10
+        t12 = torch.exp(t11)
+        t13 = t12
+        t14 = torch.sum(t13, (3,))
+        t15 = t14.view(1, 8, S, 1)
+        t16 = t15
+        t17 = t16.expand(1, 8, S, S)
+        t18 = t12 / t17
+        probs = t18
+        # thunder_aot/examples/blocks.py:62: return probs.to(scores.dtype)
+        t20 = probs.to(torch.bfloat16)
+        return t20
     raise _no_bucket(scores, mask_)
 
 

@@ -133,29 +133,6 @@ def bucket0_fusion0_kernel(scores_ptr, mask__ptr, t18_out_ptr, N: tl.constexpr, 
 bucket0_fusion0_compiled: dict = {}
 
 
-def bucket0_fusion0(scores, mask_):
-    rows = scores.numel() // 1
-    t18 = torch.empty_like(scores)
-    _launch(
-        bucket0_fusion0_kernel,
-        bucket0_fusion0_compiled,
-        rows,
-        (scores, mask_, t18),
-        (scores.data_ptr() | mask_.data_ptr()) & 15,
-        1,
-        1,
-        1,
-    )
-    return (t18,)
-
-
-def _bucket0(scores, mask_):
-    """Bucket 0: 1x8x1x1:bfloat16, 1x1x1x1:float32"""
-    # aotFusion0: convert_element_type, mul, broadcast_in_dim, add, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, div, shallow_copy, convert_element_type
-    (t18,) = bucket0_fusion0(scores, mask_)
-    return t18
-
-
 @triton.jit(do_not_specialize=["S", "N"])
 def bucket1_fusion0_kernel(scores_ptr, mask__ptr, t20_out_ptr, S, N, BLOCK: tl.constexpr):
     # persistent: one row of N <= 512 per program in BLOCK=512 lanes, 1 warps
@@ -180,30 +157,6 @@ def bucket1_fusion0_kernel(scores_ptr, mask__ptr, t20_out_ptr, S, N, BLOCK: tl.c
 
 #: device index * 2 + (inputs misaligned) -> the compiled kernel
 bucket1_fusion0_compiled: dict = {}
-
-
-def bucket1_fusion0(scores, mask_):
-    rows = scores.numel() // scores.shape[-1]
-    S = scores.shape[2]
-    t20 = torch.empty_like(scores)
-    _launch(
-        bucket1_fusion0_kernel,
-        bucket1_fusion0_compiled,
-        rows,
-        (scores, mask_, t20, S),
-        (scores.data_ptr() | mask_.data_ptr()) & 15,
-        scores.shape[-1],
-        512,
-        1,
-    )
-    return (t20,)
-
-
-def _bucket1(scores, mask_, S):
-    """Bucket 1: 1x8x[S=2..512]x[S]:bfloat16, 1x1x[S]x[S]:float32"""
-    # aotFusion0: convert_element_type, mul, broadcast_in_dim, add, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, broadcast_in_dim, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, broadcast_in_dim, div, shallow_copy, convert_element_type
-    (t20,) = bucket1_fusion0(scores, mask_)
-    return t20
 
 
 def _no_bucket(scores, mask_):
@@ -256,7 +209,20 @@ def forward(scores, mask_):
         and dtype_1 is torch.float32
         and shape_1 == (1, 1, 1, 1)
     ):
-        return _bucket0(scores, mask_)
+        # bucket 0: 1x8x1x1:bfloat16, 1x1x1x1:float32
+        # aotFusion0: convert_element_type, mul, broadcast_in_dim, add, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, div, shallow_copy, convert_element_type
+        t18 = torch.empty_like(scores)
+        _launch(
+            bucket0_fusion0_kernel,
+            bucket0_fusion0_compiled,
+            scores.numel() // 1,
+            (scores, mask_, t18),
+            (scores.data_ptr() | mask_.data_ptr()) & 15,
+            1,
+            1,
+            1,
+        )
+        return t18
     if (
         dtype_0 is torch.bfloat16
         and len(shape_0) == 4
@@ -271,7 +237,22 @@ def forward(scores, mask_):
         and shape_1[2] == shape_0[2]
         and shape_1[3] == shape_0[2]
     ):
-        return _bucket1(scores, mask_, shape_0[2])
+        # bucket 1: 1x8x[S=2..512]x[S]:bfloat16, 1x1x[S]x[S]:float32
+        S = shape_0[2]
+        # aotFusion0: convert_element_type, mul, broadcast_in_dim, add, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, broadcast_in_dim, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, broadcast_in_dim, div, shallow_copy, convert_element_type
+        S = scores.shape[2]
+        t20 = torch.empty_like(scores)
+        _launch(
+            bucket1_fusion0_kernel,
+            bucket1_fusion0_compiled,
+            scores.numel() // scores.shape[-1],
+            (scores, mask_, t20, S),
+            (scores.data_ptr() | mask_.data_ptr()) & 15,
+            scores.shape[-1],
+            512,
+            1,
+        )
+        return t20
     raise _no_bucket(scores, mask_)
 
 

@@ -25,35 +25,6 @@ class NoBucketError(ValueError):
 BUCKETS = ("[s0=1..64]x32000:bfloat16",)
 
 
-def bucket0_fusion0(logits, s0):
-    # thunder_aot/examples/blocks.py:110: return torch.softmax(logits.float() / self.temperature, dim=-1)
-    t0 = logits.to(torch.float32)
-    t2 = t0 / 0.7
-    t3 = t2
-    t4 = t3
-    t5 = torch.amax(t4, (1,))
-    t6 = t5.view(s0, 1)
-    t7 = t6
-    t8 = t7.expand(s0, 32000)
-    t9 = t3 - t8
-    t10 = torch.exp(t9)
-    t11 = t10
-    t12 = torch.sum(t11, (1,))
-    t13 = t12.view(s0, 1)
-    t14 = t13
-    t15 = t14.expand(s0, 32000)
-    t16 = t10 / t15
-    t17 = t16
-    return (t17,)
-
-
-def _bucket0(logits, s0):
-    """Bucket 0: [s0=1..64]x32000:bfloat16"""
-    # aotFusion0: convert_element_type, div, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, broadcast_in_dim, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, broadcast_in_dim, div, shallow_copy
-    (t17,) = bucket0_fusion0(logits, s0)
-    return t17
-
-
 def _no_bucket(logits):
     got = ", ".join(
         f"{name} {'x'.join(map(str, t.shape)) if isinstance(t, torch.Tensor) else type(t).__name__}"
@@ -81,7 +52,28 @@ def forward(logits):
     shape_0 = logits.shape
     dtype_0 = logits.dtype
     if dtype_0 is torch.bfloat16 and len(shape_0) == 2 and 1 <= shape_0[0] <= 64 and shape_0[1] == 32000:
-        return _bucket0(logits, shape_0[0])
+        # bucket 0: [s0=1..64]x32000:bfloat16
+        s0 = shape_0[0]
+        # aotFusion0: convert_element_type, div, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, broadcast_in_dim, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, broadcast_in_dim, div, shallow_copy
+        # thunder_aot/examples/blocks.py:110: return torch.softmax(logits.float() / self.temperature, dim=-1)
+        t0 = logits.to(torch.float32)
+        t2 = t0 / 0.7
+        t3 = t2
+        t4 = t3
+        t5 = torch.amax(t4, (1,))
+        t6 = t5.view(s0, 1)
+        t7 = t6
+        t8 = t7.expand(s0, 32000)
+        t9 = t3 - t8
+        t10 = torch.exp(t9)
+        t11 = t10
+        t12 = torch.sum(t11, (1,))
+        t13 = t12.view(s0, 1)
+        t14 = t13
+        t15 = t14.expand(s0, 32000)
+        t16 = t10 / t15
+        t17 = t16
+        return t17
     raise _no_bucket(logits)
 
 

@@ -146,29 +146,6 @@ def bucket0_fusion0_kernel(logits_ptr, t17_out_ptr, N: tl.constexpr, BLOCK: tl.c
 bucket0_fusion0_compiled: dict = {}
 
 
-def bucket0_fusion0(logits):
-    rows = logits.numel() // 32000
-    t17 = torch.empty_like(logits, dtype=torch.float32)
-    _launch(
-        bucket0_fusion0_kernel,
-        bucket0_fusion0_compiled,
-        rows,
-        (logits, t17),
-        (logits.data_ptr()) & 15,
-        32000,
-        8192,
-        16,
-    )
-    return (t17,)
-
-
-def _bucket0(logits, s0):
-    """Bucket 0: [s0=1..64]x32000:bfloat16"""
-    # aotFusion0: convert_element_type, div, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, broadcast_in_dim, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, broadcast_in_dim, div, shallow_copy
-    (t17,) = bucket0_fusion0(logits)
-    return t17
-
-
 def _no_bucket(logits):
     got = ", ".join(
         f"{name} {'x'.join(map(str, t.shape)) if isinstance(t, torch.Tensor) else type(t).__name__}"
@@ -207,7 +184,20 @@ def forward(logits):
     shape_0 = logits.shape
     dtype_0 = logits.dtype
     if dtype_0 is torch.bfloat16 and len(shape_0) == 2 and 1 <= shape_0[0] <= 64 and shape_0[1] == 32000:
-        return _bucket0(logits, shape_0[0])
+        # bucket 0: [s0=1..64]x32000:bfloat16
+        # aotFusion0: convert_element_type, div, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, broadcast_in_dim, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, broadcast_in_dim, div, shallow_copy
+        t17 = torch.empty_like(logits, dtype=torch.float32)
+        _launch(
+            bucket0_fusion0_kernel,
+            bucket0_fusion0_compiled,
+            logits.numel() // 32000,
+            (logits, t17),
+            (logits.data_ptr()) & 15,
+            32000,
+            8192,
+            16,
+        )
+        return t17
     raise _no_bucket(logits)
 
 

@@ -25,35 +25,6 @@ class NoBucketError(ValueError):
 BUCKETS = ("1x[s0=1..128]x16384:bfloat16",)
 
 
-def bucket0_fusion0(hidden_states, t_weight, s0):
-    # thunder_aot/examples/gpt_oss.py:22: hidden_states = hidden_states.to(torch.float32)
-    t0 = hidden_states.to(torch.float32)
-    # thunder_aot/examples/gpt_oss.py:23: variance = hidden_states.pow(2).mean(-1, keepdim=True)
-    t1 = t0**2.0
-    t2 = t1
-    t3 = torch.sum(t2, (2,))
-    t4 = t3.view(1, s0, 1)
-    t5 = t4 / 16384.0
-    variance = t5
-    # thunder_aot/examples/gpt_oss.py:24: hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
-    t8 = variance + 1e-05
-    t9 = torch.rsqrt(t8)
-    t10 = t9.expand(1, s0, 16384)
-    t11 = t0 * t10
-    # thunder_aot/examples/gpt_oss.py:25: return (self.weight * hidden_states).to(input_dtype)
-    t14 = t_weight.view(1, 1, 16384).expand(1, s0, 16384)
-    t15 = t14 * t11
-    t16 = t15.to(torch.bfloat16)
-    return (t16,)
-
-
-def _bucket0(hidden_states, t_weight, s0):
-    """Bucket 0: 1x[s0=1..128]x16384:bfloat16"""
-    # aotFusion0: convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
-    (t16,) = bucket0_fusion0(hidden_states, t_weight, s0)
-    return t16
-
-
 def _no_bucket(hidden_states):
     got = ", ".join(
         f"{name} {'x'.join(map(str, t.shape)) if isinstance(t, torch.Tensor) else type(t).__name__}"
@@ -87,7 +58,28 @@ def forward(hidden_states, t_weight):
         and 1 <= shape_0[1] <= 128
         and shape_0[2] == 16384
     ):
-        return _bucket0(hidden_states, t_weight, shape_0[1])
+        # bucket 0: 1x[s0=1..128]x16384:bfloat16
+        s0 = shape_0[1]
+        # aotFusion0: convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
+        # thunder_aot/examples/gpt_oss.py:22: hidden_states = hidden_states.to(torch.float32)
+        t0 = hidden_states.to(torch.float32)
+        # thunder_aot/examples/gpt_oss.py:23: variance = hidden_states.pow(2).mean(-1, keepdim=True)
+        t1 = t0**2.0
+        t2 = t1
+        t3 = torch.sum(t2, (2,))
+        t4 = t3.view(1, s0, 1)
+        t5 = t4 / 16384.0
+        variance = t5
+        # thunder_aot/examples/gpt_oss.py:24: hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+        t8 = variance + 1e-05
+        t9 = torch.rsqrt(t8)
+        t10 = t9.expand(1, s0, 16384)
+        t11 = t0 * t10
+        # thunder_aot/examples/gpt_oss.py:25: return (self.weight * hidden_states).to(input_dtype)
+        t14 = t_weight.view(1, 1, 16384).expand(1, s0, 16384)
+        t15 = t14 * t11
+        t16 = t15.to(torch.bfloat16)
+        return t16
     raise _no_bucket(hidden_states)
 
 

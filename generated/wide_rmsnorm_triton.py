@@ -145,29 +145,6 @@ def bucket0_fusion0_kernel(
 bucket0_fusion0_compiled: dict = {}
 
 
-def bucket0_fusion0(hidden_states, t_weight):
-    rows = hidden_states.numel() // 16384
-    t16 = torch.empty_like(hidden_states)
-    _launch(
-        bucket0_fusion0_kernel,
-        bucket0_fusion0_compiled,
-        rows,
-        (hidden_states, t_weight, t16),
-        (hidden_states.data_ptr() | t_weight.data_ptr()) & 15,
-        16384,
-        8192,
-        16,
-    )
-    return (t16,)
-
-
-def _bucket0(hidden_states, t_weight, s0):
-    """Bucket 0: 1x[s0=1..128]x16384:bfloat16"""
-    # aotFusion0: convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
-    (t16,) = bucket0_fusion0(hidden_states, t_weight)
-    return t16
-
-
 def _no_bucket(hidden_states):
     got = ", ".join(
         f"{name} {'x'.join(map(str, t.shape)) if isinstance(t, torch.Tensor) else type(t).__name__}"
@@ -234,7 +211,20 @@ def forward(hidden_states, t_weight):
         and 1 <= shape_0[1] <= 128
         and shape_0[2] == 16384
     ):
-        return _bucket0(hidden_states, t_weight, shape_0[1])
+        # bucket 0: 1x[s0=1..128]x16384:bfloat16
+        # aotFusion0: convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
+        t16 = torch.empty_like(hidden_states)
+        _launch(
+            bucket0_fusion0_kernel,
+            bucket0_fusion0_compiled,
+            hidden_states.numel() // 16384,
+            (hidden_states, t_weight, t16),
+            (hidden_states.data_ptr() | t_weight.data_ptr()) & 15,
+            16384,
+            8192,
+            16,
+        )
+        return t16
     raise _no_bucket(hidden_states)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from tests.helpers import run_cli
-from thunder_aot.bench import Measurement, Report, points_for, write_markdown, write_reports
+from thunder_aot.bench import Measurement, Report, floor_of, points_for, write_markdown, write_reports
 from thunder_aot.shapes import parse_shapes
 
 
@@ -74,3 +74,8 @@ def test_ratios_against_floors_and_baselines(tmp_path):
     assert "thunder-aot(triton) / FD.execute" not in header  # Thunder's FD is nvFuser's floor only
     row = next(line for line in md.splitlines() if line.startswith("| 1x1x8 | 1.10 |"))
     assert row == "| 1x1x8 | 1.10 | 1.10 | 0.22 | 0.14 | 1.20 | 0.12 | 0.07 |"
+
+
+def test_an_unchecked_module_is_measured_against_the_same_floor():
+    assert floor_of("thunder-aot(nvfuser)") == floor_of("thunder-aot(nvfuser, unchecked)") == "bare launch(nvfuser)"
+    assert floor_of("thunder-aot(triton, unchecked)") == "bare launch(triton)"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import linecache
 import subprocess
 import sys
 
@@ -74,14 +75,39 @@ def test_shape_outside_every_bucket_lists_the_buckets():
         aot(torch.randn(1, 15, dtype=torch.bfloat16))
 
 
+def _buckets_run(gen, *args) -> set[int]:
+    """Which buckets' branches of ``forward`` ran lines (each branch's body opens with ``# bucket <i>:``
+    and ends at the next statement of forward's own indentation)."""
+    lines = linecache.getlines(gen.forward.__code__.co_filename)
+    bucket_of, current = {}, None
+    for number, line in enumerate(lines, start=1):
+        if line.strip().startswith("# bucket "):
+            current = int(line.split()[2].rstrip(":"))
+        elif line.strip() and len(line) - len(line.lstrip()) <= 4:  # the next bucket's `if`, or the end
+            current = None
+        bucket_of[number] = current
+    ran = set()
+
+    def trace(frame, event, arg):
+        if frame.f_code is gen.forward.__code__:
+            if event == "line" and bucket_of.get(frame.f_lineno) is not None:
+                ran.add(bucket_of[frame.f_lineno])
+            return trace
+        return None
+
+    sys.settrace(trace)
+    try:
+        gen.forward(*args)
+    finally:
+        sys.settrace(None)
+    return ran
+
+
 def test_exact_bucket_is_dispatched_before_the_dynamic_one():
     gen = _load("rmsnorm", "torch")
-    calls = []
-    original = gen._bucket0
-    gen._bucket0 = lambda *a: calls.append("exact") or original(*a)
-    x = torch.randn(1, 15, 2880, dtype=torch.bfloat16)
-    gen.forward(x, torch.ones(2880))
-    assert calls == ["exact"]
+    weight = torch.ones(2880)
+    assert _buckets_run(gen, torch.randn(1, 15, 2880, dtype=torch.bfloat16), weight) == {0}
+    assert _buckets_run(gen, torch.randn(1, 16, 2880, dtype=torch.bfloat16), weight) == {3}
 
 
 def test_generated_module_runs_without_importing_thunder():
@@ -103,7 +129,7 @@ def test_generated_module_runs_without_importing_thunder():
 @pytest.mark.parametrize("stem", IDS)
 def test_nvfuser_module_structure(stem):
     """What CI can check of the nvFuser modules without nvFuser: they parse, define every region's
-    FusionDefinition (per size for dynamic buckets), and call it through _run on the hot path."""
+    FusionDefinition (per size for dynamic buckets), and execute it inline in forward."""
     text = (ROOT / "generated" / f"{stem}_nvfuser.py").read_text()
     tree = ast.parse(text)
     imports = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
@@ -112,15 +138,21 @@ def test_nvfuser_module_structure(stem):
     plain = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert plain == {"itertools", "threading", "torch"}  # no `import thunder`, nothing else either
     defines = [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("define_")]
+    forward = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "forward")
+    executes = [
+        n for n in ast.walk(forward)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "execute"
+    ]
     for d in defines:  # each region: one definition recorded at import, or one per size at first call
         region = d.removeprefix("define_")
-        assert f"{region} = _fusion({d})" in text or f"_specialized({region}, {d}, (" in text, region
-    calls = text.count("_run(") - text.count("def _run(")
-    assert defines and calls == len(defines) and "def _run(" in text
-    assert "fd.add_output(" in text
+        assert f"{region} = _fusion({d})" in text or f"_specialize({region}, " in text, region
+    # the hot path: every region is one `<fusion>.execute([...])` inline in forward, no call around it
+    assert defines and len(executes) == len(defines)
+    assert not [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("_bucket")]
+    assert "fd.add_output(" in text and "class _Fusion:" in text
     if ".." in next(e[2] for e in EXPORTS if e[0] == stem):
         # dynamic buckets: one static FusionDefinition per size, recorded at that size's first call
-        assert "_specialized(bucket" in text and "contiguity=_contiguity([" in text
+        assert "_specialize(bucket" in text and "contiguity=_contiguity([" in text
 
 
 def test_nvfuser_symbolic_mode_defines_minus_one_sizes():
@@ -131,7 +163,22 @@ def test_nvfuser_symbolic_mode_defines_minus_one_sizes():
     text = result.stdout
     assert "shape=[1, -1, 2880]" in text and "s0 = hidden_states.size(1)" in text
     assert "bucket0_fusion0 = _fusion(define_bucket0_fusion0)" in text and "--nvfuser-dynamic symbolic" in text
-    assert "_run(bucket0_fusion0, [hidden_states, t_weight])" in text
+    assert "(t16,) = bucket0_fusion0.execute([hidden_states, t_weight])" in text
+
+
+def test_unchecked_export_leaves_out_the_per_call_checks_and_says_so():
+    shapes = "1x[1..2048]x2880:bf16"
+    checked = run_cli("export", "thunder_aot.examples.gpt_oss:rmsnorm", "--shapes", shapes, "--no-verify")
+    unchecked = run_cli("export", "thunder_aot.examples.gpt_oss:rmsnorm", "--shapes", shapes, "--no-verify", "--unchecked")
+    assert checked.returncode == 0 and unchecked.returncode == 0, checked.stderr + unchecked.stderr
+    for call in ("raise _bad_input(", "raise _bad_state(", "raise _no_autograd()"):
+        assert call in checked.stdout and call not in unchecked.stdout, call
+    assert "UNCHECKED" not in checked.stdout
+    header = unchecked.stdout.splitlines()[:12]
+    assert any(line.startswith("# UNCHECKED (--unchecked)") for line in header)
+    assert any(line.startswith("# Regenerate: ") and line.endswith("--unchecked") for line in header)
+    # the dispatch stays: a shape outside every bucket still raises NoBucketError
+    assert "raise _no_bucket(hidden_states)" in unchecked.stdout and "1 <= shape_0[1] <= 2048" in unchecked.stdout
 
 
 def test_nvfuser_legacy_frontend():
@@ -141,7 +188,7 @@ def test_nvfuser_legacy_frontend():
     assert result.returncode == 0, result.stderr
     text = result.stdout
     assert "from nvfuser import DataType, FusionDefinition" in text and "nvfuser_direct" not in text
-    assert "return fd._execute(" in text and "--nvfuser-frontend legacy" in text
+    assert "return self.fd._execute(" in text and "--nvfuser-frontend legacy" in text
 
 
 def test_fallback_option_runs_the_source_module_outside_every_bucket(tmp_path):

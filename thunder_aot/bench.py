@@ -115,42 +115,67 @@ def copy_bandwidth_gb_per_s(nbytes: int = 1 << 30) -> float:
     return 2 * src.numel() / (us * 1e-6) / 1e9
 
 
+def nvfuser_executions(aot: torch.nn.Module, inputs: list[torch.Tensor]) -> list[tuple[object, list]]:
+    """The FusionDefinitions one forward of a generated nvFuser module executes, in order, with their
+    inputs: each ``_Fusion`` of the module (recorded at import, or per size in a dict) gets a recording
+    ``execute`` for one call (after a first call that records and compiles the sizes met)."""
+    generated = sys.modules[type(aot).__module__]
+    with torch.no_grad():
+        aot(*inputs)
+    fusions = []
+    for value in vars(generated).values():
+        for candidate in value.values() if isinstance(value, dict) else (value,):
+            if isinstance(candidate, generated._Fusion):
+                fusions.append(candidate)
+    recorded: list[tuple[object, list]] = []
+
+    def recording(fusion, real):
+        return lambda args: recorded.append((fusion.fd, args)) or real(args)
+
+    originals = [(f, f.execute) for f in fusions]
+    try:
+        for fusion, real in originals:
+            fusion.execute = recording(fusion, real)
+        with torch.no_grad():
+            aot(*inputs)
+    finally:
+        for fusion, real in originals:
+            fusion.execute = real
+    return recorded
+
+
 def bare_launches(aot: torch.nn.Module, inputs: list[torch.Tensor]) -> Call | None:
     """The generated module's kernels alone: records the backend calls one forward makes and
     returns a function that replays them with nothing around them (nvFuser: ``fd.execute`` of each
     FusionDefinition; Triton: ``CompiledKernel.run`` into the same output buffers) — the floor the
     module's per-call overhead is measured against. None when the module launches no kernel."""
     generated = sys.modules[type(aot).__module__]
-    recorded: list[tuple] = []
-    if hasattr(generated, "_launch"):  # triton
-        real, name = generated._launch, "_launch"
-
-        def record(kernel, compiled, rows, args, misaligned, n, block, num_warps):
-            real(kernel, compiled, rows, args, misaligned, n, block, num_warps)
-            index = args[0].get_device()  # the cache key _launch uses (templates/triton_prelude.py.jinja)
-            recorded.append((compiled[index + index + (misaligned != 0)], rows, args, n, block))
-    elif hasattr(generated, "_run"):  # nvfuser
-        real, name = generated._run, "_run"
-
-        def record(fd, args):
-            recorded.append((fd, args))
-            return real(fd, args)
-    else:
-        return None
-    setattr(generated, name, record)
-    try:
-        with torch.no_grad():
-            aot(*inputs)
-    finally:
-        setattr(generated, name, real)
-    if not recorded:
-        return None
-    if name == "_run":
-        calls = [(fd.execute, args) for fd, args in recorded]
+    if hasattr(generated, "_Fusion"):  # nvfuser
+        calls = [(fd.execute, args) for fd, args in nvfuser_executions(aot, inputs)]
+        if not calls:
+            return None
         if len(calls) == 1:
             (execute, args), = calls
             return lambda: execute(args)
         return lambda: [execute(args) for execute, args in calls]
+    if not hasattr(generated, "_launch"):
+        return None
+    recorded: list[tuple] = []
+    real = generated._launch
+
+    def record(kernel, compiled, rows, args, misaligned, n, block, num_warps):
+        real(kernel, compiled, rows, args, misaligned, n, block, num_warps)
+        index = args[0].get_device()  # the cache key _launch uses (templates/triton_prelude.py.jinja)
+        recorded.append((compiled[index + index + (misaligned != 0)], rows, args, n, block))
+
+    generated._launch = record
+    try:
+        with torch.no_grad():
+            aot(*inputs)
+    finally:
+        generated._launch = real
+    if not recorded:
+        return None
     launches = []
     for compiled, rows, args, n, block in recorded:
         stream = torch.cuda.current_stream(args[0].device).cuda_stream
@@ -205,6 +230,12 @@ def write_markdown(report: Report, path: Path) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
+def floor_of(system: str) -> str:
+    """``thunder-aot(nvfuser)`` and ``thunder-aot(nvfuser, unchecked)`` -> ``bare launch(nvfuser)``:
+    both modules launch the same kernels."""
+    return "bare launch(" + system.removeprefix("thunder-aot(").split(",")[0].rstrip(")") + ")"
+
+
 def ratio_pairs(report: Report) -> list[tuple[str, str]]:
     """Each thunder-aot system against its own kernels' bare launch, Thunder's FD.execute,
     torch.compile and eager (those present)."""
@@ -212,7 +243,7 @@ def ratio_pairs(report: Report) -> list[tuple[str, str]]:
     for system in report.systems:
         if not system.startswith("thunder-aot("):
             continue
-        floor = system.replace("thunder-aot(", "bare launch(")
+        floor = floor_of(system)
         for other in (floor, "FD.execute", "torch.compile", "Eager"):
             if other in report.systems and (other != "FD.execute" or "nvfuser" in system):
                 pairs.append((system, other))
@@ -298,18 +329,23 @@ def run_bench(
     skipped: dict[str, str] = {}
 
     generated = {}
-    for name in backends:
+    for spec in backends:
+        name, _, mode = spec.partition(":")
+        if mode not in ("", "unchecked"):
+            raise ExportError(f"bench --backends: {spec!r}: expected NAME or NAME:unchecked")
+        system = f"thunder-aot({name}{', unchecked' if mode else ''})"
         backend = get_backend(name)
         reason = backend.unavailable_reason() if (cuda or name != "torch") else None
         if name != "torch" and not cuda:
             reason = reason or "needs CUDA"
         if reason:
-            skipped[f"thunder-aot({name})"] = reason
+            skipped[system] = reason
             continue
-        progress(f"exporting with the {name} backend")
-        text = export(ExportRequest(source, tuple(shapes), backend=name), verify=False, progress=progress)
-        gen = load_module_from_text(text, f"bench_{name}")
-        generated[f"thunder-aot({name})"] = getattr(gen, type(module).__name__).from_module(module)
+        progress(f"exporting with the {name} backend{' (unchecked)' if mode else ''}")
+        request = ExportRequest(source, tuple(shapes), backend=name, checks=not mode)
+        text = export(request, verify=False, progress=progress)
+        gen = load_module_from_text(text, f"bench_{name}{'_unchecked' if mode else ''}")
+        generated[system] = getattr(gen, type(module).__name__).from_module(module)
 
     import thunder
 
@@ -368,9 +404,9 @@ def run_bench(
             floors: set[str] = set()
             for name, aot in generated.items():
                 systems[name] = lambda aot=aot: aot(*inputs)
-                floor = bare_launches(aot, inputs)
+                floor_name = floor_of(name)
+                floor = bare_launches(aot, inputs) if floor_name not in floors else None
                 if floor is not None:
-                    floor_name = name.replace("thunder-aot(", "bare launch(")
                     systems[floor_name] = floor
                     floors.add(floor_name)
             if cuda and generated:

@@ -47,6 +47,13 @@ def _add_export_args(p: argparse.ArgumentParser) -> None:
         "0.2.6 uses with nvFuser >= 0.2.34) or the older nvfuser module",
     )
     p.add_argument("--no-verify", action="store_true", help="skip comparing the result with the source module")
+    p.add_argument(
+        "--unchecked",
+        action="store_true",
+        help="UNSAFE: leave out the generated module's per-call checks of inputs (tensor, device, layout), "
+        "parameters (dtype, shape, device) and autograd; only the bucket dispatch remains. A wrong input "
+        "then reads out of bounds or computes garbage. For callers that validate inputs themselves",
+    )
 
 
 def parser() -> argparse.ArgumentParser:
@@ -56,7 +63,11 @@ def parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="time eager, Thunder, torch.compile and thunder-aot side by side")
     bench.add_argument("source", help="import path of the module (as for export)")
     bench.add_argument("--shapes", action="append", required=True, help="buckets, as for export")
-    bench.add_argument("--backends", default="nvfuser,torch", help="comma-separated thunder-aot backends")
+    bench.add_argument(
+        "--backends",
+        default="nvfuser,torch",
+        help="comma-separated thunder-aot backends; NAME:unchecked adds that backend exported with --unchecked",
+    )
     bench.add_argument("--sizes", help="sizes of a bucket's dynamic dim to time (default: edges and powers of two)")
     bench.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     bench.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds (median is reported)")
@@ -79,6 +90,7 @@ def _request(args: argparse.Namespace):
         fallback=args.fallback,
         nvfuser_dynamic=args.nvfuser_dynamic,
         nvfuser_frontend=args.nvfuser_frontend,
+        checks=not args.unchecked,
     )
 
 

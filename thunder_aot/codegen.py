@@ -7,6 +7,7 @@ All decisions are made here and in the backend, producing small view objects; th
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,12 @@ from thunder_aot import __version__
 from thunder_aot.backends.base import Backend, Line, ops_use_device, render_arg, render_dim
 from thunder_aot.model import BucketProgram, Program, ProgramInput, Region, SymDim, TorchCall
 from thunder_aot.shapes import format_bucket
+
+#: the header line of a module exported with --unchecked
+UNCHECKED_NOTE = (
+    "UNCHECKED (--unchecked): no per-call checks of inputs, parameters or autograd; a wrong dtype, "
+    "device, layout or a converted module reads out of bounds or computes garbage"
+)
 
 BLACK_MODE = black.Mode(line_length=110, target_versions={black.TargetVersion.PY310})
 
@@ -51,12 +58,13 @@ class WarmupEntry:
 
 @dataclass(frozen=True)
 class BucketView:
+    """One bucket: its test, then (inline in ``forward``, no call in between) its dynamic sizes and
+    steps; each fusion region's definitions (kernels, FusionDefinitions) live at module level."""
+
     index: int
     spec: str
-    function: str
     condition: str
-    call_args: tuple[str, ...]
-    params: tuple[str, ...]
+    dims: tuple[tuple[str, str], ...]  # (dim name, expression reading it off the shapes)
     device_from: str | None
     steps: tuple[Line, ...]
     returns: str
@@ -134,18 +142,25 @@ def _call_comment(call: TorchCall) -> str:
     return call.source.comment() if call.source else ""
 
 
-def _step_lines(program: BucketProgram, region_calls: dict[str, str]) -> tuple[Line, ...]:
+def _step_lines(program: BucketProgram, region_lines: dict[str, tuple[Line, ...]]) -> tuple[Line, ...]:
+    """The bucket's steps in order: each region's inline statements (the first one commented with
+    the prims it fuses), torch calls for what was not fused."""
     lines = []
     for step in program.steps:
         targets = ", ".join(o.name for o in step.outputs)
         if isinstance(step, Region):
-            targets += "," if len(step.outputs) == 1 else ""
             ops = ", ".join(op.prim for op in step.ops)
-            lines.append(Line(f"{targets} = {region_calls[step.name]}", f"{step.name}: {ops}"))
+            lines += [Line("", f"{step.name}: {ops}"), *region_lines[step.name]]
         else:
             args = [render_arg(a) for a in step.args] + [f"{k}={render_arg(v)}" for k, v in step.kwargs]
             lines.append(Line(f"{targets} = {step.target}({', '.join(args)})", _call_comment(step)))
     return tuple(lines)
+
+
+def _used_dims(dims, steps: tuple[Line, ...]) -> tuple[tuple[str, str], ...]:
+    """The bucket's dynamic sizes that its steps mention (each read off the input shapes once)."""
+    code = "\n".join(step.code for step in steps)
+    return tuple((name, expr) for name, expr in dims if re.search(rf"\b{name}\b", code))
 
 
 def _warmup_entry(bp: BucketProgram) -> WarmupEntry:
@@ -165,7 +180,11 @@ def _state_lookup(p: ProgramInput) -> str:
     return "self" + "".join(f'._modules["{o}"]' for o in owners) + f'.{store}["{leaf}"]'
 
 
-def module_view(program: Program, backend: Backend, command: str, versions: dict[str, str]) -> ModuleView:
+def module_view(
+    program: Program, backend: Backend, command: str, versions: dict[str, str], checks: bool = True
+) -> ModuleView:
+    """Everything the module template needs. ``checks=False`` (``--unchecked``) leaves out the
+    per-call input, parameter and autograd checks; the bucket dispatch stays."""
     user_inputs = [p for p in program.inputs if p.kind == "input"]
     state_inputs = [p for p in program.inputs if p.kind != "input"]
     buckets = []
@@ -175,7 +194,7 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
         condition, dims = _conditions(bp, user_inputs)
         dim_names = tuple(r.name for r in bp.bucket.dims)
         region_views = []
-        region_calls: dict[str, str] = {}
+        region_lines: dict[str, tuple[Line, ...]] = {}
         for region in bp.regions():
             fn_name = f"bucket{bp.index}_{region.name.removeprefix('aot').lower()}"
             view = backend.region_view(Region(fn_name, region.inputs, region.outputs, region.ops), bp.bucket.dims)
@@ -186,19 +205,18 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
             region_views.append(view)
             if getattr(view, "uses_backend", False):
                 kernel_inputs.update(v.name for v in region.inputs)
-            region_calls[region.name] = view.call_expr
+            region_lines[region.name] = view.inline_lines
         torch_calls = [s for s in bp.steps if isinstance(s, TorchCall)]
         device_from = program.inputs[0].name if ops_use_device(torch_calls) else None
+        steps = _step_lines(bp, region_lines)
         buckets.append(
             BucketView(
                 index=bp.index,
                 spec=format_bucket(bp.bucket),
-                function=f"_bucket{bp.index}",
                 condition=condition,
-                call_args=tuple(p.name for p in program.inputs) + dims,
-                params=tuple(p.name for p in program.inputs) + dim_names,
+                dims=_used_dims(zip(dim_names, dims), steps),
                 device_from=device_from,
-                steps=_step_lines(bp, region_calls),
+                steps=steps,
                 returns=", ".join(bp.outputs) + ("," if program.returns_tuple and len(bp.outputs) == 1 else ""),
                 regions=tuple(region_views),
             )
@@ -207,7 +225,7 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
     # module whose regions all fell back to torch ops imports no Triton)
     uses_backend = any(getattr(v, "uses_backend", False) for b in buckets for v in b.regions)
     #: the module launches kernels that trust their arguments (not only torch ops)
-    kernels_run = bool(backend.input_requirement) and uses_backend
+    kernels_run = bool(backend.input_requirement) and uses_backend and checks
     first = program.buckets[0]
     spec_of = {v.name: v.spec for v in first.inputs}
     state = []
@@ -238,6 +256,7 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
         "Buckets (dispatch order, most specific first):",
         *(f"  {bp.index}: {spec}" for bp, spec in zip(program.buckets, bucket_specs)),
         "Versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()),
+        *(() if checks else (UNCHECKED_NOTE,)),
     )
     return ModuleView(
         header=header,
@@ -246,6 +265,7 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
             "Import-time cost: none beyond torch"
             + (" and the backend library" if backend.imports and uses_backend else "")
             + "; Thunder is not imported."
+            + ("" if checks else f"\n\n{UNCHECKED_NOTE}.")
         ),
         stdlib_imports=backend.stdlib_imports if uses_backend else (),
         imports=backend.imports if uses_backend else (),
@@ -264,7 +284,7 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
         attributes=tuple((path, repr(value)) for path, value in program.attributes),
         warmup=tuple(_warmup_entry(bp) for bp in program.buckets),
         prelude_template=backend.prelude_template if uses_backend else "",
-        requirements=tuple(
+        requirements=() if not checks else tuple(
             (p.name, " and ".join([f"isinstance({p.name}, torch.Tensor)", *([backend.input_requirement.format(name=p.name)] if kernels_run else [])]))
             for p in user_inputs
         ),
@@ -276,7 +296,7 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
         ),
         autograd_test=(
             ""
-            if backend.supports_autograd or not uses_backend
+            if backend.supports_autograd or not uses_backend or not checks
             else "torch.is_grad_enabled() and (" + " or ".join(f"{p.name}.requires_grad" for p in program.inputs) + ")"
         ),
         backend_name=backend.name,
@@ -295,8 +315,8 @@ def _state_requirement(t: StateTensor, name: str, first_input: str) -> tuple[str
     return t.attr_path, name, test, f"a contiguous {t.dtype} tensor of shape {shape} on {first_input}'s device"
 
 
-def render(program: Program, backend: Backend, command: str, versions: dict[str, str]) -> str:
-    view = module_view(program, backend, command, versions)
+def render(program: Program, backend: Backend, command: str, versions: dict[str, str], checks: bool = True) -> str:
+    view = module_view(program, backend, command, versions, checks)
     text = environment().get_template("module.py.jinja").render(m=view)
     return black.format_str(text, mode=BLACK_MODE)
 

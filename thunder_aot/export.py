@@ -31,6 +31,8 @@ class ExportRequest:
     fallback: bool = False
     nvfuser_dynamic: str = "specialize"
     nvfuser_frontend: str = "direct"
+    #: per-call checks of inputs, parameters and autograd in the generated module (off: --unchecked)
+    checks: bool = True
 
     def command(self) -> str:
         """The exact command line that regenerates the output (written into its header)."""
@@ -42,6 +44,8 @@ class ExportRequest:
             parts += ["--nvfuser-dynamic", self.nvfuser_dynamic]
         if self.nvfuser_frontend != "direct":
             parts += ["--nvfuser-frontend", self.nvfuser_frontend]
+        if not self.checks:
+            parts.append("--unchecked")
         if self.out is not None:
             parts += ["--out", Path(self.out).as_posix()]
         return shlex.join(parts)
@@ -252,7 +256,7 @@ def export(request: ExportRequest, *, verify: bool = True, progress: Progress | 
         listed = ", ".join(f"{target} x{count}" for target, count in sorted(unfused.items()))
         progress(f"not fused (run as torch calls): {listed}")
     progress(f"rendering {len(program.buckets)} bucket(s) with the {backend.name} backend")
-    text = render(program, backend, request.command(), versions())
+    text = render(program, backend, request.command(), versions(), checks=request.checks)
     if verify:
         reason = backend.unavailable_reason()
         if reason is None:

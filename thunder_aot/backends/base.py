@@ -84,20 +84,9 @@ def source_comments(ops) -> list[str]:
     return comments
 
 
-class PythonFunctionRegion:
-    """Mixin for region views rendered as a Python function ``name(*params) -> returns``."""
-
-    name: str
-    params: tuple[str, ...]
-    returns: tuple[str, ...]
-
-    @property
-    def call_expr(self) -> str:
-        return f"{self.name}({', '.join(self.params)})"
-
-    @property
-    def return_text(self) -> str:
-        return ", ".join(self.returns) + ("," if len(self.returns) == 1 else "")
+def assign_text(targets: tuple[str, ...]) -> str:
+    """The left-hand side that unpacks a region's outputs: ``a, b`` or ``a,``."""
+    return ", ".join(targets) + ("," if len(targets) == 1 else "")
 
 
 @dataclass(frozen=True)
@@ -110,7 +99,11 @@ class Line:
 
 
 class Backend:
-    """A code generator for fusion regions. Subclasses fill in the tables and the region view."""
+    """A code generator for fusion regions. Subclasses fill in the tables and the region view.
+
+    A region view has ``template`` (a partial rendering the region's module-level definitions:
+    kernels, FusionDefinitions; "" for none) and ``inline_lines`` (the statements, inside the
+    bucket's branch of ``forward``, that compute the region's outputs from its inputs)."""
 
     name: str = ""
     #: prim names (PrimIDs member names, lower case) this backend can put inside a region

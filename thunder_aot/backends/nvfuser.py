@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from thunder_aot.backends.base import Backend, Line, region_dims, render_const, render_dim, source_comments
+from thunder_aot.backends.base import Backend, Line, assign_text, region_dims, render_const, render_dim, source_comments
 from thunder_aot.model import Arg, Const, DeviceArg, DimRange, DType, PrimOp, Ref, Region, Seq, SizeArg, SymDim, Value
 
 #: torch dtype name -> nvFuser DataType member
@@ -170,12 +170,16 @@ class NvRegionView:
         return ", ".join(("fd: FusionDefinition", *(f"{d}: int" for d in self.dim_params)))
 
     @property
-    def call_expr(self) -> str:
+    def inline_lines(self) -> tuple[Line, ...]:
+        """One call: the region's ``_Fusion`` (for a specialised region, the one recorded for these
+        sizes, keyed by the size or a tuple of sizes) executes on the inputs."""
         inputs = ", ".join(self.input_names)
+        fusion = self.name
         if self.specialized:
-            key = ", ".join(self.dim_params) + ("," if len(self.dim_params) == 1 else "")
-            return f"_run(_specialized({self.name}, define_{self.name}, ({key})), [{inputs}])"
-        return f"_run({self.name}, [{inputs}])"
+            sizes = ", ".join(self.dim_params)
+            key = sizes if len(self.dim_params) == 1 else f"({sizes})"
+            fusion = f"({self.name}.get({key}) or _specialize({self.name}, {key}, define_{self.name}, {sizes}))"
+        return (Line(f"{assign_text(self.outputs)} = {fusion}.execute([{inputs}])"),)
 
 
 def define_tensor(value: Value, specialized: bool) -> str:

@@ -9,8 +9,6 @@ from dataclasses import dataclass
 from thunder_aot.backends.base import (
     Backend,
     Line,
-    PythonFunctionRegion,
-    region_dims,
     render_arg,
     render_dim,
     source_comments,
@@ -165,15 +163,16 @@ TORCH_PRIMS: dict[str, Callable[[OpContext], str]] = {
 
 
 @dataclass(frozen=True)
-class TorchRegionView(PythonFunctionRegion):
-    template = "torch_region.py.jinja"
+class TorchRegionView:
+    """A region run as torch calls, written inline in ``forward`` (nothing at module level)."""
+
+    template = ""
     name: str
-    params: tuple[str, ...]
-    device_from: str | None
     lines: tuple[Line, ...]
-    returns: tuple[str, ...]
 
-
+    @property
+    def inline_lines(self) -> tuple[Line, ...]:
+        return self.lines
 
 
 class TorchBackend(Backend):
@@ -194,11 +193,6 @@ class TorchBackend(Backend):
             lines.append(Line(f"{targets} = {TORCH_PRIMS[op.prim](ctx)}", comment))
             for o in op.outputs:
                 specs[o.name] = o.spec
-        device_from = region.inputs[0].name if uses_device(region) else None
-        return TorchRegionView(
-            name=region.name,
-            params=tuple(v.name for v in region.inputs) + tuple(region_dims(region)),
-            device_from=device_from,
-            lines=tuple(lines),
-            returns=tuple(o.name for o in region.outputs),
-        )
+        if uses_device(region):
+            lines.insert(0, Line(f"device = {region.inputs[0].name}.device"))
+        return TorchRegionView(name=region.name, lines=tuple(lines))

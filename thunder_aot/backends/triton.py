@@ -15,7 +15,7 @@ import enum
 import os
 from dataclasses import dataclass, replace
 
-from thunder_aot.backends.base import Backend, Line, PythonFunctionRegion, source_comments
+from thunder_aot.backends.base import Backend, Line, source_comments
 from thunder_aot.backends.torch import TorchBackend
 from thunder_aot.model import Const, DimRange, DType, PrimOp, Ref, Region, SymDim, TensorSpec, Value
 
@@ -370,7 +370,7 @@ class RowProgram:
 
 
 @dataclass(frozen=True)
-class TritonRegionView(PythonFunctionRegion):
+class TritonRegionView:
     template = "triton_region.py.jinja"
     uses_backend = True
     name: str
@@ -389,8 +389,6 @@ class TritonRegionView(PythonFunctionRegion):
     n: str
     block: int
     num_warps: int
-    returns: tuple[str, ...]
-
     @property
     def launch_tuple(self) -> str:
         return f"({', '.join(self.launch_args)})"
@@ -409,6 +407,15 @@ class TritonRegionView(PythonFunctionRegion):
         """Nonzero when an input is off a 16-byte boundary (outputs come from torch's allocator,
         which aligns far more)."""
         return "(" + " | ".join(f"{p}.data_ptr()" for p in self.params) + ") & 15"
+
+    @property
+    def inline_lines(self) -> tuple[Line, ...]:
+        """Run-time sizes, output allocations, then the launch: ``rows`` programs, one per row."""
+        launch = (
+            f"_launch({self.kernel}_kernel, {self.kernel}_compiled, {self.rows_expr}, {self.launch_tuple}, "
+            f"{self.misaligned_expr}, {self.n}, {self.block}, {self.num_warps})"
+        )
+        return (*self.sizes, *self.allocations, Line(launch))
 
 
 def _next_pow2(n: int) -> int:
@@ -587,5 +594,4 @@ class TritonBackend(Backend):
             n=n_expr,
             block=plan.block,
             num_warps=plan.num_warps,
-            returns=tuple(o.name for o in region.outputs),
         )

@@ -1,0 +1,183 @@
+"""The generated nvFuser module's run-time plumbing, on CPU, with a fake ``nvfuser_direct``.
+
+What this proves, for generated/rmsnorm_nvfuser.py: forward dispatches to the right recorded
+FusionDefinition and passes it [hidden_states, weight]; ``_Fusion`` compiles through ``fd.execute``
+once, then calls the executor cache ``fd.fec.execute``; a dynamic bucket records one definition per
+size, with that concrete shape, once even when threads race on a new size; and
+``thunder_aot.bench.nvfuser_executions`` sees the executed definition and puts ``execute`` back.
+
+What it cannot prove: that nvFuser computes the right numbers from these definitions (the fake
+computes the reference with torch). nvFuser's numerics are proven by the GPU tests."""
+
+from __future__ import annotations
+
+import collections
+import sys
+import threading
+import time
+import types
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import torch
+
+from tests.helpers import ROOT
+from thunder_aot.bench import nvfuser_executions
+from thunder_aot.examples.gpt_oss import rmsnorm
+from thunder_aot.verify import load_module_from_text
+
+
+def _reference(inputs):
+    x, w = inputs[0], inputs[1]
+    xf = x.float()
+    return (w * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-5))).to(x.dtype)
+
+
+def _fake_nvfuser_direct() -> types.ModuleType:
+    """``FusionDefinition`` records its tensors' kwargs; executes count calls (in ``fake.calls``:
+    "fd" for ``fd.execute``, "fec" for ``fd.fec.execute``) and return the torch reference."""
+    fake = types.ModuleType("nvfuser_direct")
+    fake.calls = collections.Counter()
+    fake.recorded = []  # every FusionDefinition, in the order recorded
+    lock = threading.Lock()
+
+    def count(kind):
+        with lock:
+            fake.calls[kind] += 1
+
+    class AnyAttribute:
+        def __getattr__(self, name):
+            return name
+
+    class Ops:
+        def __getattr__(self, name):
+            return lambda *args, **kwargs: object()
+
+    class Executor:
+        def execute(self, inputs):
+            count("fec")
+            return [_reference(inputs)]
+
+    class FusionDefinition:
+        def __init__(self):
+            self.tensors, self.outputs, self.ops = [], [], Ops()
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            time.sleep(0.005)  # recording takes a while: two threads recording one size would overlap
+            with lock:
+                fake.recorded.append(self)
+
+        def define_tensor(self, **kwargs):
+            self.tensors.append(kwargs)
+            return object()
+
+        def define_scalar(self, *args, **kwargs):
+            return object()
+
+        def add_output(self, token):
+            self.outputs.append(token)
+
+        def execute(self, inputs):
+            count("fd")
+            time.sleep(0.02)  # compiling takes a while: two threads compiling at once would overlap
+            self.fec = Executor()
+            return [_reference(inputs)]
+
+    fake.DataType = AnyAttribute()
+    fake.FusionDefinition = FusionDefinition
+    return fake
+
+
+@pytest.fixture
+def env(monkeypatch, request):
+    """(generated module, fake nvfuser_direct, exported module, source module), fresh per test."""
+    fake = _fake_nvfuser_direct()
+    monkeypatch.setitem(sys.modules, "nvfuser_direct", fake)
+    text = (ROOT / "generated" / "rmsnorm_nvfuser.py").read_text()
+    assert text.count(".is_cuda") == 1
+    # the only change: the device check accepts the CPU tensors this machine has
+    name = f"gen_rmsnorm_nvfuser_fake_{request.node.name}"
+    request.addfinalizer(lambda: sys.modules.pop(name, None))
+    gen = load_module_from_text(text.replace(".is_cuda", ".is_cpu"), name)
+    src = rmsnorm()
+    with torch.no_grad():
+        src.weight.copy_(torch.randn(2880))
+    return gen, fake, gen.GptOssRMSNorm.from_module(src), src
+
+
+def _x(s: int) -> torch.Tensor:
+    return torch.randn(1, s, 2880, dtype=torch.bfloat16)
+
+
+def _check(out, src, x):
+    torch.testing.assert_close(out, src(x), atol=1.6e-2, rtol=1.6e-2)
+
+
+@torch.no_grad()
+def test_exact_bucket_compiles_once_then_calls_the_executor_cache(env):
+    gen, fake, aot, src = env
+    fusion = gen.bucket0_fusion0
+    assert not fusion.ready and fake.calls == {}
+    x = _x(15)
+    _check(aot(x), src, x)
+    assert fake.calls == {"fd": 1} and fusion.ready and fusion.execute == fusion.fd.fec.execute
+    for _ in range(2):
+        x = _x(15)
+        _check(aot(x), src, x)
+    assert fake.calls == {"fd": 1, "fec": 2}
+    assert not (gen.bucket1_fusion0.ready or gen.bucket2_fusion0.ready or gen.bucket3_fusion0)
+
+
+@torch.no_grad()
+def test_dynamic_bucket_records_one_definition_per_size_with_its_shape(env):
+    gen, fake, aot, src = env
+    for s in (16, 2048):
+        x = _x(s)
+        _check(aot(x), src, x)
+        fd = gen.bucket3_fusion0[s].fd
+        assert fd is fake.recorded[-1] and fd.tensors[0]["shape"] == [1, s, 2880]
+        before = len(fake.recorded)
+        x = _x(s)
+        _check(aot(x), src, x)
+        assert len(fake.recorded) == before and gen.bucket3_fusion0[s].fd is fd
+    assert list(gen.bucket3_fusion0) == [16, 2048]
+    assert fake.calls == {"fd": 2, "fec": 2}
+
+
+def test_threads_racing_on_a_new_size_record_and_compile_it_once(env):
+    gen, fake, aot, src = env
+    xs = [_x(100) for _ in range(8)]
+    barrier = threading.Barrier(len(xs))
+
+    def first_call(x):
+        barrier.wait(timeout=30)
+        with torch.no_grad():
+            return aot(x)
+
+    with ThreadPoolExecutor(len(xs)) as pool:
+        outs = list(pool.map(first_call, xs))
+    ours = [fd for fd in fake.recorded if fd.tensors[0]["shape"] == [1, 100, 2880]]
+    assert len(ours) == 1 and gen.bucket3_fusion0[100].fd is ours[0]
+    assert fake.calls == {"fd": 1, "fec": 7}
+    with torch.no_grad():
+        for x, out in zip(xs, outs):
+            _check(out, src, x)
+
+
+@torch.no_grad()
+def test_bench_nvfuser_executions_records_the_fd_and_restores_execute(env):
+    gen, fake, aot, src = env
+    fusions = [gen.bucket0_fusion0, gen.bucket1_fusion0, gen.bucket2_fusion0]
+    before = [f.execute for f in fusions]
+    x = _x(300)
+    ((fd, args),) = nvfuser_executions(aot, [x])
+    fusion = gen.bucket3_fusion0[300]
+    assert fd is fusion.fd and len(args) == 2 and args[0] is x and args[1] is src.weight
+    assert [f.execute for f in fusions] == before and fusion.execute == fd.fec.execute
+    calls = dict(fake.calls)
+    x = _x(300)
+    _check(aot(x), src, x)
+    assert fake.calls == {"fd": calls["fd"], "fec": calls["fec"] + 1}
