@@ -5,12 +5,13 @@
 #   full  (default): all GPU tests, Triton schedule sweep, Triton hot-path overhead, per-module benches
 #   check: all GPU tests, then the gated_mlp bench alone (full log), then softmax, gelu_gate, rotary benched
 #   hotpath: all GPU tests, then the hot-path layers (overhead.py) and the seed's table (seed_table.py)
-#   final: after a Triton change: the Triton GPU tests, then rmsnorm, vocab_softmax and layer_norm benched
+#   final: after a Triton change: the Triton GPU tests (also cuda:1, models), the Triton hot-path layers,
+#          then rmsnorm and softmax benched
 set -u
 W=$(mktemp -d)
 pack() { tar czf "$OUT/results.tgz" -C "$W" . ; }
 step() { local limit=$1 name=$2; shift 2; echo "=== $name"; timeout "$limit" "$@" > "$W/$name.log" 2>&1; echo "rc=$?" >> "$W/$name.log"; tail -4 "$W/$name.log"; pack; }
-BENCH=(python3 -m thunder_aot bench --backends nvfuser,triton --rounds 2)
+BENCH=(python3 -m thunder_aot bench --backends nvfuser,triton,triton:unchecked --rounds 2)
 if [ "${1:-full}" = check ]; then
   step 170 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs
   step 60 gated_mlp env PYTHONFAULTHANDLER=1 "${BENCH[@]}" thunder_aot.examples.blocks:gated_mlp --shapes "[1..512]x256:fp32" --sizes 1 --out "$W/gated_mlp"
@@ -20,10 +21,10 @@ elif [ "${1:-full}" = hotpath ]; then
   step 100 overhead python3 bench/overhead.py --rounds 3 --out "$W/overhead.md"
   step 280 seed_table python3 bench/seed_table.py --rounds 5 --out "$W/seed_rmsnorm"
 elif [ "${1:-full}" = final ]; then
-  step 70 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads"
-  step 80 rmsnorm "${BENCH[@]}" thunder_aot.examples.gpt_oss:rmsnorm --shapes "1x[1..65536]x2880:bf16" --sizes 1,2048,65536 --out "$W/rmsnorm"
-  step 45 vocab_softmax "${BENCH[@]}" thunder_aot.examples.blocks:vocab_softmax --shapes "[1..4096]x32000:bf16" --sizes 1,4096 --out "$W/vocab_softmax"
-  step 45 layer_norm "${BENCH[@]}" thunder_aot.examples.blocks:layer_norm --shapes "[1..2048]x1024:bf16" --sizes 1,2048 --out "$W/layer_norm"
+  step 150 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads or second_gpu"
+  step 70 overhead_triton python3 bench/overhead.py --backends triton --rounds 3 --out "$W/overhead_triton.md"
+  step 100 rmsnorm "${BENCH[@]}" thunder_aot.examples.gpt_oss:rmsnorm --shapes "1x[1..65536]x2880:bf16" --sizes 1,128,2048,65536 --out "$W/rmsnorm"
+  step 60 softmax "${BENCH[@]}" thunder_aot.examples.blocks:scaled_masked_softmax --shapes "1x8x[S=1..512]x[S]:bf16, 1x1x[S]x[S]:fp32" --sizes 1,512 --out "$W/softmax"
 else
   step 160 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs
   step 70 triton_schedule python3 bench/triton_schedule.py --out "$W/triton_schedule.md"

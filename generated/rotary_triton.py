@@ -41,25 +41,58 @@ _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
 )
 
 
-def _compile(kernel, compiled: dict, key: int, args: tuple, n: int, block: int, num_warps: int):
+def _compile(kernel, compiled: dict, key: int, args: tuple, n: int, block: int, num_warps: int) -> tuple:
     """Compile ``kernel`` for these arguments' device and alignment, once (thread-safe): Triton
     specialises pointers on 16-byte alignment, so a kernel compiled for aligned tensors must never
-    see an unaligned one."""
+    see an unaligned one. The entry is (compiled kernel, launch function, the launch's leading
+    arguments): the C launch function of the kernel's launcher where the kernel needs no scratch
+    memory (skipping the launcher's Python wrapper), else ``CompiledKernel.run`` itself."""
     with _COMPILE_LOCK:
         if key not in compiled:
             with torch.cuda.device(args[0].device):
-                kernel_for_args = kernel.warmup(*args, N=n, BLOCK=block, num_warps=num_warps, grid=(1,))
-                kernel_for_args._init_handles()
-            compiled[key] = kernel_for_args
+                binary = kernel.warmup(*args, N=n, BLOCK=block, num_warps=num_warps, grid=(1,))
+                binary._init_handles()
+            run = binary.run
+            launch = getattr(run, "launch", None)
+            if (
+                launch is not None
+                and not getattr(run, "global_scratch_size", 1)
+                and not getattr(run, "profile_scratch_size", 1)
+            ):
+                head = (
+                    binary.function,
+                    run.launch_cooperative_grid,
+                    run.launch_pdl,
+                    None,
+                    None,
+                    binary.packed_metadata,
+                    None,
+                    None,
+                    None,
+                )
+            else:
+                launch, head = run, (binary.function, binary.packed_metadata, None, None, None)
+            compiled[key] = (binary, launch, head)
     return compiled[key]
 
 
 def _launch(
-    kernel, compiled: dict, rows: int, args: tuple, misaligned: int, n: int, block: int, num_warps: int
+    kernel,
+    compiled: dict,
+    rows: int,
+    args: tuple,
+    raw: tuple,
+    misaligned: int,
+    n: int,
+    block: int,
+    num_warps: int,
 ) -> None:
-    """Launch ``rows`` programs of ``kernel`` on ``args``. On CUDA: the kernel compiled for the
-    device and alignment (``compiled``: that kernel's own cache, keyed by device index * 2 +
-    misaligned), through its launcher on the current stream (no JIT argument binding)."""
+    """Launch ``rows`` programs of ``kernel``. ``args``: its tensors and run-time sizes; ``raw``: the
+    same with each tensor as its ``data_ptr()`` (the launcher then neither calls ``data_ptr()`` nor
+    asks the driver about the pointer: the module's checks already ensured CUDA tensors on one
+    device). On CUDA: the kernel compiled for the device and alignment (``compiled``: that kernel's
+    own cache, keyed by device index * 2 + misaligned), launched on the current stream (no JIT
+    argument binding)."""
     if _INTERPRET or _compiling():
         # Triton's interpreter on CPU; under torch.compile, the launch that dynamo understands
         # (inductor then compiles the kernel into its own graph as a user-defined Triton kernel)
@@ -67,40 +100,14 @@ def _launch(
         return
     index = args[0].get_device()
     key = index + index + (misaligned != 0)
-    launcher = compiled.get(key)
-    if launcher is None:
-        launcher = _compile(kernel, compiled, key, args, n, block, num_warps)
-    if index != _current_device():  # the launcher runs in the current device's context
+    entry = compiled.get(key)
+    if entry is None:
+        entry = _compile(kernel, compiled, key, args, n, block, num_warps)
+    if index != _current_device():  # the launch runs in the current device's context
         with torch.cuda.device(index):
-            launcher.run(
-                rows,
-                1,
-                1,
-                _raw_stream(index),
-                launcher.function,
-                launcher.packed_metadata,
-                None,
-                None,
-                None,
-                *args,
-                n,
-                block,
-            )
+            entry[1](rows, 1, 1, _raw_stream(index), *entry[2], *raw, n, block)
         return
-    launcher.run(
-        rows,
-        1,
-        1,
-        _raw_stream(index),
-        launcher.function,
-        launcher.packed_metadata,
-        None,
-        None,
-        None,
-        *args,
-        n,
-        block,
-    )
+    entry[1](rows, 1, 1, _raw_stream(index), *entry[2], *raw, n, block)
 
 
 @triton.jit(do_not_specialize=["S"])
@@ -210,12 +217,14 @@ def forward(x, cos, sin):
         # aotFusion0: slice, convert_element_type, neg, convert_element_type, slice, cat, broadcast_in_dim, convert_element_type, convert_element_type, mul, convert_element_type, broadcast_in_dim, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, convert_element_type, add, convert_element_type
         S = x.shape[2]
         t19 = torch.empty_like(x)
+        _raw = (x.data_ptr(), cos.data_ptr(), sin.data_ptr(), t19.data_ptr(), S)
         _launch(
             bucket0_fusion0_kernel,
             bucket0_fusion0_compiled,
             x.numel() // 64,
             (x, cos, sin, t19, S),
-            (x.data_ptr() | cos.data_ptr() | sin.data_ptr()) & 15,
+            _raw,
+            (_raw[0] | _raw[1] | _raw[2]) & 15,
             64,
             64,
             1,

@@ -36,6 +36,12 @@ def test_interpreted_kernels_match_source_and_write_every_element(stem):
     assert result.stdout.startswith(f"ok {stem}:")
 
 
+def sizes_of(text: str) -> set[str]:
+    """Run-time size arguments of the module's kernels (those without ``_ptr``)."""
+    return {a.arg for n in ast.parse(text).body if isinstance(n, ast.FunctionDef) and n.name.endswith("_kernel")
+            for a in n.args.args if a.annotation is None and not a.arg.endswith("_ptr")}
+
+
 @pytest.mark.parametrize("stem", IDS)
 def test_kernel_structure(stem):
     text = (ROOT / "generated" / f"{stem}_triton.py").read_text()
@@ -66,7 +72,17 @@ def test_kernel_structure(stem):
                 assert call.startswith("tl.where(mask,") or (stem in LOOPED and call.split(",")[0].endswith("_acc")), stem
         for accumulate in re.findall(r"(\w+_acc) = (.*)", body):  # looped: every update masks its chunk
             assert accumulate[1].startswith("tl.full(") or "tl.where(mask," in accumulate[1], accumulate
-    assert ("launcher.run(" in text) == bool(kernels)  # CUDA: the compiled launcher, no JIT binding
+    # CUDA: the compiled kernel's launcher (its C launch function, or CompiledKernel.run where the
+    # kernel needs scratch memory), no JIT binding; tensors reach it as data_ptr() ints
+    assert ("entry[1](rows, 1, 1, _raw_stream(index), *entry[2], *raw, n, block)" in text) == bool(kernels)
+    forward = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "forward")
+    raws = [n.value for n in ast.walk(forward) if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "_raw"]
+    launches = [n for n in ast.walk(forward) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "_launch"]
+    assert len(raws) == len(launches)
+    for raw, launch in zip(raws, launches):  # _raw is the launch's args with each tensor as its data_ptr()
+        assert ast.unparse(launch.args[4]) == "_raw"
+        args = [ast.unparse(a) for a in launch.args[3].elts]
+        assert [ast.unparse(r) for r in raw.elts] == [a if a in sizes_of(text) else f"{a}.data_ptr()" for a in args]
     # outputs are allocated only through what tests.helpers.poisoned_outputs poisons
     allocators = set(re.findall(r"torch\.(empty\w*|zeros\w*|ones\w*|full\w*|new_\w+)\(", text))
     assert allocators <= {"empty", "empty_like"}, allocators

@@ -163,10 +163,11 @@ def bare_launches(aot: torch.nn.Module, inputs: list[torch.Tensor]) -> Call | No
     recorded: list[tuple] = []
     real = generated._launch
 
-    def record(kernel, compiled, rows, args, misaligned, n, block, num_warps):
-        real(kernel, compiled, rows, args, misaligned, n, block, num_warps)
+    def record(kernel, compiled, rows, args, raw, misaligned, n, block, num_warps):
+        real(kernel, compiled, rows, args, raw, misaligned, n, block, num_warps)
         index = args[0].get_device()  # the cache key _launch uses (templates/triton_prelude.py.jinja)
-        recorded.append((compiled[index + index + (misaligned != 0)], rows, args, n, block))
+        binary = compiled[index + index + (misaligned != 0)][0]
+        recorded.append((binary, rows, args, n, block))
 
     generated._launch = record
     try:

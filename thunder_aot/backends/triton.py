@@ -403,19 +403,30 @@ class TritonRegionView:
         return replace(self, kernel=kernel, emits_kernel=False)
 
     @property
-    def misaligned_expr(self) -> str:
-        """Nonzero when an input is off a 16-byte boundary (outputs come from torch's allocator,
-        which aligns far more)."""
-        return "(" + " | ".join(f"{p}.data_ptr()" for p in self.params) + ") & 15"
+    def tensor_names(self) -> tuple[str, ...]:
+        """The kernel's tensor arguments (inputs, then outputs); the rest of launch_args are sizes."""
+        return tuple(a for a in self.launch_args if a not in self.size_names)
+
+    @property
+    def size_names(self) -> tuple[str, ...]:
+        return tuple(p for p in self.kernel_params if not p.endswith("_ptr"))
 
     @property
     def inline_lines(self) -> tuple[Line, ...]:
-        """Run-time sizes, output allocations, then the launch: ``rows`` programs, one per row."""
+        """Run-time sizes, output allocations, the kernel's arguments as the launcher takes them
+        (pointers as ints, then sizes), then the launch: one program per row. An input off a
+        16-byte boundary gets its own compiled kernel (outputs come from torch's allocator, which
+        aligns far more)."""
+        tensors = self.tensor_names
+        raw = [f"{t}.data_ptr()" for t in tensors] + list(self.size_names)
+        inputs = [i for i, t in enumerate(tensors) if t in self.params]
+        misaligned = "(" + " | ".join(f"_raw[{i}]" for i in inputs) + ") & 15"
         launch = (
-            f"_launch({self.kernel}_kernel, {self.kernel}_compiled, {self.rows_expr}, {self.launch_tuple}, "
-            f"{self.misaligned_expr}, {self.n}, {self.block}, {self.num_warps})"
+            f"_launch({self.kernel}_kernel, {self.kernel}_compiled, {self.rows_expr}, {self.launch_tuple}, _raw, "
+            f"{misaligned}, {self.n}, {self.block}, {self.num_warps})"
         )
-        return (*self.sizes, *self.allocations, Line(launch))
+        raw_tuple = f"({raw[0]},)" if len(raw) == 1 else f"({', '.join(raw)})"
+        return (*self.sizes, *self.allocations, Line(f"_raw = {raw_tuple}"), Line(launch))
 
 
 def _next_pow2(n: int) -> int:
