@@ -27,14 +27,20 @@ class NoBucketError(ValueError):
 #: Shapes this module serves, in dispatch order (the first bucket that matches is used).
 BUCKETS = ("[s0=1..2048]x1024:bfloat16",)
 
+
+def _steady_execute(fd: FusionDefinition):
+    """After the first execute: straight to the executor cache that it created (skipping
+    execute's Python checks: ~1 µs per call on the GPU machine)."""
+    return fd.fec.execute
+
+
 _FIRST_EXECUTE_LOCK = threading.Lock()
 
 
 class _Fusion:
     """A recorded FusionDefinition and the call that runs it, ``execute(inputs) -> outputs``: at
     the first call ``fd.execute`` (which compiles; first calls run one at a time, so two threads
-    never compile the same definition at once), then straight to the executor cache that it
-    created (skipping execute's Python checks: ~1 µs per call on the GPU machine)."""
+    never compile the same definition at once), then ``_steady_execute(fd)``."""
 
     __slots__ = ("fd", "execute", "ready")
 
@@ -47,7 +53,7 @@ class _Fusion:
         with _FIRST_EXECUTE_LOCK:
             if not self.ready:
                 outputs = self.fd.execute(inputs)
-                self.execute = self.fd.fec.execute
+                self.execute = _steady_execute(self.fd)
                 self.ready = True
                 return outputs
         return self.execute(inputs)

@@ -31,3 +31,19 @@ FULLY_FUSED = [
     ("thunder_aot.examples.blocks:rotary_embedding", "1x8x[S=1..128]x64:bf16, 1x1x[S]x64:bf16, 1x1x[S]x64:bf16"),
     ("thunder_aot.examples.blocks:residual_rmsnorm", "1x[S=1..64]x2880:bf16, 1x[S]x2880:bf16"),
 ]
+
+#: real submodules of transformers models (issue 6): (import path, shapes, torch calls that may stay unfused)
+HF_SUBMODULES = [
+    ("thunder_aot.examples.hf:llama_rmsnorm", "1x[1..64]x256:bf16", set()),
+    ("thunder_aot.examples.hf:qwen2_rmsnorm", "1x[1..64]x256:bf16", set()),
+    ("thunder_aot.examples.hf:gemma_rmsnorm", "1x[1..64]x256:bf16", set()),
+    ("thunder_aot.examples.hf:gpt_oss_rmsnorm", "1x[1..64]x2880:bf16", set()),
+    ("thunder_aot.examples.hf:layer_norm", "1x[1..64]x256:bf16", set()),
+    ("thunder_aot.examples.hf:llama_mlp", "1x[1..64]x256", {"torch.nn.functional.linear"}),
+    ("thunder_aot.examples.hf:apply_rotary", "1x4x[S=1..64]x64:bf16, 1x2x[S]x64:bf16, 1x[S]x64:bf16, 1x[S]x64:bf16", set()),
+    (
+        "thunder_aot.examples.hf:llama_decoder_layer",
+        "1x[S=1..64]x256, 1x[S]x64, 1x[S]x64",
+        {"torch.nn.functional.linear", "torch.matmul", "torch.Tensor.view", "torch.transpose", "torch.reshape", "torch.Tensor.contiguous"},
+    ),
+]

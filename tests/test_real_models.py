@@ -8,6 +8,7 @@ import copy
 import pytest
 import torch
 
+from tests.examples import HF_SUBMODULES
 from thunder_aot import replace
 from thunder_aot.export import ExportRequest, build_program, export
 from thunder_aot.model import TorchCall
@@ -15,24 +16,8 @@ from thunder_aot.verify import compare, load_module_from_text
 
 pytest.importorskip("transformers")
 
-#: (import path, shapes, torch calls that may stay unfused)
-MODULES = [
-    ("thunder_aot.examples.hf:llama_rmsnorm", "1x[1..64]x256:bf16", set()),
-    ("thunder_aot.examples.hf:qwen2_rmsnorm", "1x[1..64]x256:bf16", set()),
-    ("thunder_aot.examples.hf:gemma_rmsnorm", "1x[1..64]x256:bf16", set()),
-    ("thunder_aot.examples.hf:gpt_oss_rmsnorm", "1x[1..64]x2880:bf16", set()),
-    ("thunder_aot.examples.hf:layer_norm", "1x[1..64]x256:bf16", set()),
-    ("thunder_aot.examples.hf:llama_mlp", "1x[1..64]x256", {"torch.nn.functional.linear"}),
-    ("thunder_aot.examples.hf:apply_rotary", "1x4x[S=1..64]x64:bf16, 1x2x[S]x64:bf16, 1x[S]x64:bf16, 1x[S]x64:bf16", set()),
-    (
-        "thunder_aot.examples.hf:llama_decoder_layer",
-        "1x[S=1..64]x256, 1x[S]x64, 1x[S]x64",
-        {"torch.nn.functional.linear", "torch.matmul", "torch.Tensor.view", "torch.transpose", "torch.reshape", "torch.Tensor.contiguous"},
-    ),
-]
 
-
-@pytest.mark.parametrize("source,shapes,unfused", MODULES, ids=[m[0].split(":")[1] for m in MODULES])
+@pytest.mark.parametrize("source,shapes,unfused", HF_SUBMODULES, ids=[m[0].split(":")[1] for m in HF_SUBMODULES])
 def test_export_matches_eager_and_fuses_all_but_matmuls_and_views(source, shapes, unfused):
     messages: list[str] = []
     export(ExportRequest(source, (shapes,), backend="torch"), progress=messages.append)  # verifies
