@@ -175,12 +175,14 @@ def forward(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight):
         # torch/nn/modules/linear.py:134: return F.linear(input, self.weight, self.bias)
         t22 = torch.nn.functional.linear(x, t_gate_proj_weight, None)
         # aotFusion0: neg, exp, add, reciprocal, mul
+        t22 = t22.contiguous()
         (t9,) = (
             bucket0_fusion0.get(s0) or _specialize(bucket0_fusion0, s0, define_bucket0_fusion0, s0)
         ).execute([t22])
         # torch/nn/modules/linear.py:134: return F.linear(input, self.weight, self.bias)
         t23 = torch.nn.functional.linear(x, t_up_proj_weight, None)
         # aotFusion1: mul
+        t23 = t23.contiguous()
         (input_,) = (
             bucket0_fusion1.get(s0) or _specialize(bucket0_fusion1, s0, define_bucket0_fusion1, s0)
         ).execute([t9, t23])

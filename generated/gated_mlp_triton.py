@@ -192,6 +192,7 @@ def forward(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight):
         # torch/nn/modules/linear.py:134: return F.linear(input, self.weight, self.bias)
         t22 = torch.nn.functional.linear(x, t_gate_proj_weight, None)
         # aotFusion0: neg, exp, add, reciprocal, mul
+        t22 = t22.contiguous()
         t9 = torch.empty_like(t22)
         _raw = (t22.data_ptr(), t9.data_ptr())
         _launch(
@@ -208,6 +209,7 @@ def forward(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight):
         # torch/nn/modules/linear.py:134: return F.linear(input, self.weight, self.bias)
         t23 = torch.nn.functional.linear(x, t_up_proj_weight, None)
         # aotFusion1: mul
+        t23 = t23.contiguous()
         input_ = torch.empty_like(t9)
         _raw = (t9.data_ptr(), t23.data_ptr(), input_.data_ptr())
         _launch(

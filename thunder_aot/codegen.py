@@ -142,16 +142,30 @@ def _call_comment(call: TorchCall) -> str:
     return call.source.comment() if call.source else ""
 
 
-def _step_lines(program: BucketProgram, region_lines: dict[str, tuple[Line, ...]]) -> tuple[Line, ...]:
+def _step_lines(
+    program: BucketProgram, region_lines: dict[str, tuple[Line, ...]], kernel_regions: set[str]
+) -> tuple[Line, ...]:
     """The bucket's steps in order: each region's inline statements (the first one commented with
-    the prims it fuses), torch calls for what was not fused."""
+    the prims it fuses), torch calls for what was not fused. A kernel region (nvFuser, Triton)
+    reads its inputs as contiguous: one that torch ops made (a transposed view, say) is made
+    contiguous first (a no-op when it already is)."""
     lines = []
+    from_torch: set[str] = set()  # values torch calls produced, not yet made contiguous
     for step in program.steps:
         targets = ", ".join(o.name for o in step.outputs)
         if isinstance(step, Region):
             ops = ", ".join(op.prim for op in step.ops)
-            lines += [Line("", f"{step.name}: {ops}"), *region_lines[step.name]]
+            lines.append(Line("", f"{step.name}: {ops}"))
+            if step.name in kernel_regions:
+                for v in step.inputs:
+                    if v.name in from_torch:
+                        lines.append(Line(f"{v.name} = {v.name}.contiguous()"))
+                        from_torch.discard(v.name)
+            else:  # a region run as torch ops may return views
+                from_torch.update(o.name for o in step.outputs)
+            lines += region_lines[step.name]
         else:
+            from_torch.update(o.name for o in step.outputs)
             args = [render_arg(a) for a in step.args] + [f"{k}={render_arg(v)}" for k, v in step.kwargs]
             lines.append(Line(f"{targets} = {step.target}({', '.join(args)})", _call_comment(step)))
     return tuple(lines)
@@ -195,6 +209,7 @@ def module_view(
         dim_names = tuple(r.name for r in bp.bucket.dims)
         region_views = []
         region_lines: dict[str, tuple[Line, ...]] = {}
+        kernel_regions: set[str] = set()
         for region in bp.regions():
             fn_name = f"bucket{bp.index}_{region.name.removeprefix('aot').lower()}"
             view = backend.region_view(Region(fn_name, region.inputs, region.outputs, region.ops), bp.bucket.dims)
@@ -206,9 +221,11 @@ def module_view(
             if getattr(view, "uses_backend", False):
                 kernel_inputs.update(v.name for v in region.inputs)
             region_lines[region.name] = view.inline_lines
+            if getattr(view, "uses_backend", False):
+                kernel_regions.add(region.name)
         torch_calls = [s for s in bp.steps if isinstance(s, TorchCall)]
         device_from = program.inputs[0].name if ops_use_device(torch_calls) else None
-        steps = _step_lines(bp, region_lines)
+        steps = _step_lines(bp, region_lines, kernel_regions)
         buckets.append(
             BucketView(
                 index=bp.index,

@@ -64,7 +64,8 @@ def gpt_oss_rmsnorm():
 
 
 def layer_norm():
-    return _randomize(nn.LayerNorm(HIDDEN), 15)
+    # bf16 parameters, as in a model served in bf16 (CUDA's layer_norm refuses bf16 input with fp32 weight)
+    return _randomize(nn.LayerNorm(HIDDEN), 15).to(torch.bfloat16)
 
 
 def llama_mlp():
