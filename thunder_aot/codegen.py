@@ -145,8 +145,8 @@ def _call_comment(call: TorchCall) -> str:
 def _step_lines(
     program: BucketProgram, region_lines: dict[str, tuple[Line, ...]], kernel_regions: set[str]
 ) -> tuple[Line, ...]:
-    """The bucket's steps in order: each region's inline statements (the first one commented with
-    the prims it fuses), torch calls for what was not fused. A kernel region (nvFuser, Triton)
+    """The bucket's steps in order: each region's inline statements (after a comment naming the
+    prims it fuses), torch calls for what was not fused. A kernel region (nvFuser, Triton)
     reads its inputs as contiguous: one that torch ops made (a transposed view, say) is made
     contiguous first (a no-op when it already is)."""
     lines = []

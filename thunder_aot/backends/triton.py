@@ -389,6 +389,7 @@ class TritonRegionView:
     n: str
     block: int
     num_warps: int
+
     @property
     def launch_tuple(self) -> str:
         return f"({', '.join(self.launch_args)})"
