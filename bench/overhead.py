@@ -22,13 +22,12 @@ import torch
 from torch.utils.benchmark import Timer
 
 from thunder_aot.bench import bare_launches, nvfuser_executions
-from thunder_aot.examples.gpt_oss import rmsnorm
+from thunder_aot.examples.gpt_oss import SEED_SHAPES, rmsnorm
 from thunder_aot.export import ExportRequest, export
 from thunder_aot.verify import load_module_from_text
 
 
 SOURCE = "thunder_aot.examples.gpt_oss:rmsnorm"
-SEED_SHAPES = "1x15x2880:bf16; 1x568x2880:bf16; 1x1369x2880:bf16; 1x[1..2048]x2880:bf16"
 
 
 def cases_for(backend: str, gen, aot, unchecked, x, w) -> dict:

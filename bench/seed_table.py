@@ -20,12 +20,11 @@ from pathlib import Path
 import torch
 from torch.utils.benchmark import Compare, Timer
 
-from thunder_aot.examples.gpt_oss import rmsnorm
+from thunder_aot.examples.gpt_oss import SEED_SHAPES, rmsnorm
 from thunder_aot.export import ExportRequest, export
 from thunder_aot.verify import load_module_from_text
 
 SOURCE = "thunder_aot.examples.gpt_oss:rmsnorm"
-SEED_SHAPES = "1x15x2880:bf16; 1x568x2880:bf16; 1x1369x2880:bf16; 1x[1..2048]x2880:bf16"
 SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
 
 

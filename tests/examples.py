@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-SEED_SHAPES = "1x15x2880:bf16; 1x568x2880:bf16; 1x1369x2880:bf16; 1x[1..2048]x2880:bf16"
+from thunder_aot.examples.gpt_oss import SEED_SHAPES
 
 #: (file stem, import path, shapes)
 EXPORTS = [

@@ -35,3 +35,7 @@ def rmsnorm() -> GptOssRMSNorm:
     with torch.no_grad():
         module.weight.copy_(1.0 + 0.1 * torch.randn(GPT_OSS_HIDDEN, generator=gen))
     return module.requires_grad_(False)
+
+
+#: the seed issue's buckets for its RMSNorm: three token counts it met, and every count up to 2048
+SEED_SHAPES = "1x15x2880:bf16; 1x568x2880:bf16; 1x1369x2880:bf16; 1x[1..2048]x2880:bf16"
