@@ -3,11 +3,13 @@ Triton modules of the seed's RMSNorm.
 
     . .gpu/env.sh && python3 bench/overhead.py [--rounds 5] [--out bench/results/overhead.md]
 
-Layers, innermost first: the bare call (nvFuser: ``fd.fec.execute``, the executor cache that
+Layers, innermost first (Triton: also the bare run plus the output's allocation, and the C launch
+function with int pointers that the module calls, alone): the bare call (nvFuser: ``fd.fec.execute``, the executor cache that
 ``fd.execute`` wraps; Triton: ``CompiledKernel.run`` into a preallocated output), ``fd.execute``
 (nvFuser), the generated ``forward()`` function, the generated ``nn.Module`` call, the same module
 exported with ``--unchecked`` (no per-call checks; the bucket dispatch stays), and the checks
-alone (input requirements, parameter checks, autograd test, bucket test). Each variant is timed
+alone (input requirements, parameter checks, autograd test, bucket test) and the C++ guard that
+stands for them on the module's fast path. Each variant is timed
 in rounds, interleaved with the others (drift of the shared machine hits all alike); the table
 gives the median of the round medians in µs per call.
 """
@@ -36,6 +38,15 @@ def cases_for(backend: str, gen, aot, unchecked, x, w) -> dict:
         (fd, _), = nvfuser_executions(aot, [x])
         cases["bare"] = lambda: fd.fec.execute([x, w])
         cases["fd.execute"] = lambda: fd.execute([x, w])
+    else:  # what a Python hot path cannot avoid: the output's allocation, and the launch itself
+        bare = cases["bare"]
+        cases["bare + torch.empty_like"] = lambda: (torch.empty_like(x), bare())
+        # the allocation torch.compile's generated code uses (no Python argument parser, no dispatcher)
+        empty_strided_cuda, size, stride = torch._C._dynamo.guards._empty_strided_cuda, tuple(x.shape), x.stride()
+        cases["bare + _empty_strided_cuda"] = lambda: (empty_strided_cuda(size, stride, x.dtype), bare())
+        _, launch, head = gen.bucket0_fusion0_compiled[2 * x.get_device()]  # the aligned kernel (_launch's key)
+        out, rows, stream = torch.empty_like(x), x.numel() // 2880, torch.cuda.current_stream().cuda_stream
+        cases["C launch, int pointers"] = lambda: launch(rows, 1, 1, stream, *head, x.data_ptr(), w.data_ptr(), out.data_ptr(), 2880, 4096)
     s = x.shape[1]
     cases["checks only"] = lambda: (
         isinstance(x, torch.Tensor) and x.is_cuda and x.is_contiguous()
@@ -43,6 +54,8 @@ def cases_for(backend: str, gen, aot, unchecked, x, w) -> dict:
         and not (torch.is_grad_enabled() and (x.requires_grad or w.requires_grad))
         and x.dtype is torch.bfloat16 and len(x.shape) == 3 and x.shape[0] == 1 and 1 <= s <= 2048 and x.shape[2] == 2880
     )
+    guard = gen._FAST[x.shape][0]  # recorded by the module's first call (gradients are off here)
+    cases["guard only"] = lambda: guard(x, w)
     cases["parameter check only"] = lambda: (
         w.dtype is torch.float32 and w.get_device() == x.get_device() and w.shape == (2880,) and w.is_contiguous()
     )

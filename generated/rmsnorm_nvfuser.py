@@ -268,8 +268,8 @@ def _bad_state(path, t, expected, device):
     )
 
 
-def forward(hidden_states, t_weight):
-    """GptOssRMSNorm.forward as a pure function of its inputs, parameters and buffers."""
+def _check(hidden_states, t_weight):
+    """What the kernels assume of the inputs and the module's tensors; each failure raises a one-line error."""
     if not (
         isinstance(hidden_states, torch.Tensor) and hidden_states.is_cuda and hidden_states.is_contiguous()
     ):
@@ -288,30 +288,100 @@ def forward(hidden_states, t_weight):
         )
     if torch.is_grad_enabled() and (hidden_states.requires_grad or t_weight.requires_grad):
         raise _no_autograd()
+
+
+#: torch's C++ tensor test, the one torch.compile guards its graphs' inputs with (None on a torch
+#: without it: every call then takes the checked path)
+try:
+    from torch._C._dynamo.guards import TensorGuards as _TensorGuards
+except ImportError:
+    _TensorGuards = None
+_is_grad_enabled = torch.is_grad_enabled
+_dynamo_compiling = torch.compiler.is_dynamo_compiling
+_tracing = torch.compiler.is_compiling
+#: the first input's shape -> (guard, bucket, whether no tensor requires grad): recorded by _dispatch
+#: at the first call of each shape that passed the checks (the last such call wins), for at most
+#: _FAST_LIMIT shapes. An entry whose tensors require grad serves only calls with gradients off.
+_FAST: dict = {}
+_FAST_LIMIT = 4096
+
+
+def _guard(*tensors):
+    """A test that tensors have these tensors' Python type, dispatch keys (device type, autograd,
+    inference), dtype, device index, requires_grad, sizes and strides (a size-1 dim's stride is
+    free): whatever passes it passes the checks these tensors passed."""
+    return _TensorGuards(
+        *tensors,
+        dynamic_dims_sizes=[list(t.shape) for t in tensors],
+        dynamic_dims_strides=[[None if n == 1 else s for n, s in zip(t.shape, t.stride())] for t in tensors],
+    ).check
+
+
+def _dispatch(hidden_states, t_weight) -> int:
+    """forward's checked path: the checks, then the first bucket whose shapes and dtypes match;
+    records a guard of these tensors for their shape in _FAST."""
+    _check(hidden_states, t_weight)
     shape_0 = hidden_states.shape
     dtype_0 = hidden_states.dtype
     if dtype_0 is torch.bfloat16 and shape_0 == (1, 15, 2880):
-        # bucket 0: 1x15x2880:bfloat16
-        # aotFusion0: convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
-        (t16,) = bucket0_fusion0.execute([hidden_states, t_weight])
-        return t16
-    if dtype_0 is torch.bfloat16 and shape_0 == (1, 568, 2880):
-        # bucket 1: 1x568x2880:bfloat16
-        # aotFusion0: convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
-        (t16,) = bucket1_fusion0.execute([hidden_states, t_weight])
-        return t16
-    if dtype_0 is torch.bfloat16 and shape_0 == (1, 1369, 2880):
-        # bucket 2: 1x1369x2880:bfloat16
-        # aotFusion0: convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
-        (t16,) = bucket2_fusion0.execute([hidden_states, t_weight])
-        return t16
-    if (
+        bucket = 0
+    elif dtype_0 is torch.bfloat16 and shape_0 == (1, 568, 2880):
+        bucket = 1
+    elif dtype_0 is torch.bfloat16 and shape_0 == (1, 1369, 2880):
+        bucket = 2
+    elif (
         dtype_0 is torch.bfloat16
         and len(shape_0) == 3
         and shape_0[0] == 1
         and 1 <= shape_0[1] <= 2048
         and shape_0[2] == 2880
     ):
+        bucket = 3
+    else:
+        raise _no_bucket(hidden_states)
+    if _TensorGuards is not None and not _tracing() and (shape_0 in _FAST or len(_FAST) < _FAST_LIMIT):
+        grad_free = not (hidden_states.requires_grad or t_weight.requires_grad)
+        _FAST[shape_0] = (_guard(hidden_states, t_weight), bucket, grad_free)
+    return bucket
+
+
+def forward(hidden_states, t_weight):
+    """GptOssRMSNorm.forward as a pure function of its inputs, parameters and buffers.
+
+    Fast path: the guard recorded for the first input's shape passes (a C++ test of every tensor
+    argument: type, device, dtype, sizes, strides, requires_grad; and gradients off where some
+    tensor requires grad); it stands for the checks and the bucket tests, which ``_dispatch`` runs
+    otherwise."""
+    try:
+        shape_0 = hidden_states.shape
+        fast = _FAST.get(shape_0)
+    except (AttributeError, TypeError):  # not a tensor: _dispatch's checks say what it must be
+        shape_0 = fast = None
+    if (
+        fast is not None
+        and (fast[2] or not _is_grad_enabled())
+        and not _dynamo_compiling()
+        and fast[0](hidden_states, t_weight)
+    ):
+        bucket = fast[1]
+    else:
+        bucket = _dispatch(hidden_states, t_weight)
+    if bucket == 0:
+        # bucket 0: 1x15x2880:bfloat16
+        # aotFusion0: convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
+        (t16,) = bucket0_fusion0.execute([hidden_states, t_weight])
+        return t16
+    if bucket == 1:
+        # bucket 1: 1x568x2880:bfloat16
+        # aotFusion0: convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
+        (t16,) = bucket1_fusion0.execute([hidden_states, t_weight])
+        return t16
+    if bucket == 2:
+        # bucket 2: 1x1369x2880:bfloat16
+        # aotFusion0: convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
+        (t16,) = bucket2_fusion0.execute([hidden_states, t_weight])
+        return t16
+    if bucket == 3:
         # bucket 3: 1x[s0=1..2048]x2880:bfloat16
         s0 = shape_0[1]
         # aotFusion0: convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
@@ -319,7 +389,6 @@ def forward(hidden_states, t_weight):
             bucket3_fusion0.get(s0) or _specialize(bucket3_fusion0, s0, define_bucket3_fusion0, s0)
         ).execute([hidden_states, t_weight])
         return t16
-    raise _no_bucket(hidden_states)
 
 
 #: torch's registries of hooks that apply to every module (register_module_forward_hook & co.)
@@ -391,19 +460,29 @@ class GptOssRMSNorm(torch.nn.Module):
 
     def __call__(self, hidden_states):
         # nn.Module.__call__'s generic path costs 1-3 µs a call: take it only when it has work to do
+        # (hooks, module.compile(), a forward replaced on the instance); read through __dict__,
+        # since nn.Module's __getattr__ makes every self.<name> a slow lookup
+        state = self.__dict__
         if (
-            self._forward_pre_hooks
-            or self._forward_hooks
-            or self._backward_pre_hooks
-            or self._backward_hooks
-            or self._compiled_call_impl is not None
+            state["_forward_pre_hooks"]
+            or state["_forward_hooks"]
+            or state["_backward_pre_hooks"]
+            or state["_backward_hooks"]
+            or state.get("_compiled_call_impl") is not None
+            or "forward" in state
             or _GLOBAL_FORWARD_PRE_HOOKS
             or _GLOBAL_FORWARD_HOOKS
             or _GLOBAL_BACKWARD_PRE_HOOKS
             or _GLOBAL_BACKWARD_HOOKS
         ):
             return torch.nn.Module.__call__(self, hidden_states)
-        return self.forward(hidden_states)
+        return forward(hidden_states, state["_parameters"]["weight"])
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        # a subclass with its own forward is called through nn.Module.__call__, which calls that forward
+        super().__init_subclass__(**kwargs)
+        if "forward" in cls.__dict__ and "__call__" not in cls.__dict__:
+            cls.__call__ = torch.nn.Module.__call__
 
     def forward(self, hidden_states):
         return forward(hidden_states, self._parameters["weight"])

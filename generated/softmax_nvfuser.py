@@ -205,14 +205,47 @@ def _bad_input(name, t):
     )
 
 
-def forward(scores, mask_):
-    """ScaledMaskedSoftmax.forward as a pure function of its inputs, parameters and buffers."""
+def _check(scores, mask_):
+    """What the kernels assume of the inputs and the module's tensors; each failure raises a one-line error."""
     if not (isinstance(scores, torch.Tensor) and scores.is_cuda and scores.is_contiguous()):
         raise _bad_input("scores", scores)
     if not (isinstance(mask_, torch.Tensor) and mask_.is_cuda and mask_.is_contiguous()):
         raise _bad_input("mask_", mask_)
     if torch.is_grad_enabled() and (scores.requires_grad or mask_.requires_grad):
         raise _no_autograd()
+
+
+#: torch's C++ tensor test, the one torch.compile guards its graphs' inputs with (None on a torch
+#: without it: every call then takes the checked path)
+try:
+    from torch._C._dynamo.guards import TensorGuards as _TensorGuards
+except ImportError:
+    _TensorGuards = None
+_is_grad_enabled = torch.is_grad_enabled
+_dynamo_compiling = torch.compiler.is_dynamo_compiling
+_tracing = torch.compiler.is_compiling
+#: the first input's shape -> (guard, bucket, whether no tensor requires grad): recorded by _dispatch
+#: at the first call of each shape that passed the checks (the last such call wins), for at most
+#: _FAST_LIMIT shapes. An entry whose tensors require grad serves only calls with gradients off.
+_FAST: dict = {}
+_FAST_LIMIT = 4096
+
+
+def _guard(*tensors):
+    """A test that tensors have these tensors' Python type, dispatch keys (device type, autograd,
+    inference), dtype, device index, requires_grad, sizes and strides (a size-1 dim's stride is
+    free): whatever passes it passes the checks these tensors passed."""
+    return _TensorGuards(
+        *tensors,
+        dynamic_dims_sizes=[list(t.shape) for t in tensors],
+        dynamic_dims_strides=[[None if n == 1 else s for n, s in zip(t.shape, t.stride())] for t in tensors],
+    ).check
+
+
+def _dispatch(scores, mask_) -> int:
+    """forward's checked path: the checks, then the first bucket whose shapes and dtypes match;
+    records a guard of these tensors for their shape in _FAST."""
+    _check(scores, mask_)
     shape_0 = scores.shape
     dtype_0 = scores.dtype
     shape_1 = mask_.shape
@@ -223,11 +256,8 @@ def forward(scores, mask_):
         and dtype_1 is torch.float32
         and shape_1 == (1, 1, 1, 1)
     ):
-        # bucket 0: 1x8x1x1:bfloat16, 1x1x1x1:float32
-        # aotFusion0: convert_element_type, mul, broadcast_in_dim, add, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, div, shallow_copy, convert_element_type
-        (t18,) = bucket0_fusion0.execute([scores, mask_])
-        return t18
-    if (
+        bucket = 0
+    elif (
         dtype_0 is torch.bfloat16
         and len(shape_0) == 4
         and shape_0[0] == 1
@@ -241,6 +271,42 @@ def forward(scores, mask_):
         and shape_1[2] == shape_0[2]
         and shape_1[3] == shape_0[2]
     ):
+        bucket = 1
+    else:
+        raise _no_bucket(scores, mask_)
+    if _TensorGuards is not None and not _tracing() and (shape_0 in _FAST or len(_FAST) < _FAST_LIMIT):
+        grad_free = not (scores.requires_grad or mask_.requires_grad)
+        _FAST[shape_0] = (_guard(scores, mask_), bucket, grad_free)
+    return bucket
+
+
+def forward(scores, mask_):
+    """ScaledMaskedSoftmax.forward as a pure function of its inputs, parameters and buffers.
+
+    Fast path: the guard recorded for the first input's shape passes (a C++ test of every tensor
+    argument: type, device, dtype, sizes, strides, requires_grad; and gradients off where some
+    tensor requires grad); it stands for the checks and the bucket tests, which ``_dispatch`` runs
+    otherwise."""
+    try:
+        shape_0 = scores.shape
+        fast = _FAST.get(shape_0)
+    except (AttributeError, TypeError):  # not a tensor: _dispatch's checks say what it must be
+        shape_0 = fast = None
+    if (
+        fast is not None
+        and (fast[2] or not _is_grad_enabled())
+        and not _dynamo_compiling()
+        and fast[0](scores, mask_)
+    ):
+        bucket = fast[1]
+    else:
+        bucket = _dispatch(scores, mask_)
+    if bucket == 0:
+        # bucket 0: 1x8x1x1:bfloat16, 1x1x1x1:float32
+        # aotFusion0: convert_element_type, mul, broadcast_in_dim, add, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, div, shallow_copy, convert_element_type
+        (t18,) = bucket0_fusion0.execute([scores, mask_])
+        return t18
+    if bucket == 1:
         # bucket 1: 1x8x[S=2..512]x[S]:bfloat16, 1x1x[S]x[S]:float32
         S = shape_0[2]
         # aotFusion0: convert_element_type, mul, broadcast_in_dim, add, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, broadcast_in_dim, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, broadcast_in_dim, div, shallow_copy, convert_element_type
@@ -248,7 +314,6 @@ def forward(scores, mask_):
             bucket1_fusion0.get(S) or _specialize(bucket1_fusion0, S, define_bucket1_fusion0, S)
         ).execute([scores, mask_])
         return t20
-    raise _no_bucket(scores, mask_)
 
 
 #: torch's registries of hooks that apply to every module (register_module_forward_hook & co.)
@@ -314,19 +379,29 @@ class ScaledMaskedSoftmax(torch.nn.Module):
 
     def __call__(self, scores, mask_):
         # nn.Module.__call__'s generic path costs 1-3 µs a call: take it only when it has work to do
+        # (hooks, module.compile(), a forward replaced on the instance); read through __dict__,
+        # since nn.Module's __getattr__ makes every self.<name> a slow lookup
+        state = self.__dict__
         if (
-            self._forward_pre_hooks
-            or self._forward_hooks
-            or self._backward_pre_hooks
-            or self._backward_hooks
-            or self._compiled_call_impl is not None
+            state["_forward_pre_hooks"]
+            or state["_forward_hooks"]
+            or state["_backward_pre_hooks"]
+            or state["_backward_hooks"]
+            or state.get("_compiled_call_impl") is not None
+            or "forward" in state
             or _GLOBAL_FORWARD_PRE_HOOKS
             or _GLOBAL_FORWARD_HOOKS
             or _GLOBAL_BACKWARD_PRE_HOOKS
             or _GLOBAL_BACKWARD_HOOKS
         ):
             return torch.nn.Module.__call__(self, scores, mask_)
-        return self.forward(scores, mask_)
+        return forward(scores, mask_)
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        # a subclass with its own forward is called through nn.Module.__call__, which calls that forward
+        super().__init_subclass__(**kwargs)
+        if "forward" in cls.__dict__ and "__call__" not in cls.__dict__:
+            cls.__call__ = torch.nn.Module.__call__
 
     def forward(self, scores, mask_):
         return forward(scores, mask_)

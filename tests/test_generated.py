@@ -134,7 +134,9 @@ def test_nvfuser_module_structure(stem):
     tree = ast.parse(text)
     imports = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
     modules = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    assert modules == {"__future__", "nvfuser_direct"} and {"DataType", "FusionDefinition"} <= imports
+    # torch._C._dynamo.guards: the fast path's guards (part of torch)
+    assert modules == {"__future__", "nvfuser_direct", "torch._C._dynamo.guards"}
+    assert {"DataType", "FusionDefinition", "TensorGuards"} <= imports
     plain = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert plain == {"itertools", "threading", "torch"}  # no `import thunder`, nothing else either
     defines = [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("define_")]
@@ -263,3 +265,22 @@ def test_warmup_calls_every_bucket_at_its_edges_or_the_sizes_asked_for():
         assert (1, 7, 2880) in seen and (1, 4096, 2880) not in seen
     finally:
         gen.forward = original
+
+
+def test_a_forward_replaced_on_the_instance_or_overridden_in_a_subclass_is_the_one_called():
+    """__call__ skips nn.Module's generic path, but not a forward someone put in its place (as
+    accelerate's hooks do on the instance)."""
+    gen = _load("rmsnorm", "torch")
+    source = resolve_module("thunder_aot.examples.gpt_oss:rmsnorm")
+    x = torch.randn(1, 15, 2880, dtype=torch.bfloat16)
+    module = gen.GptOssRMSNorm.from_module(source)
+    module.forward = lambda hidden_states: hidden_states + 1
+    with torch.no_grad():
+        compare(x + 1, module(x), "forward replaced on the instance")
+
+    class Doubled(gen.GptOssRMSNorm):
+        def forward(self, hidden_states):
+            return super().forward(hidden_states) * 2
+
+    with torch.no_grad():
+        compare(source(x) * 2, Doubled.from_module(source)(x), "forward overridden in a subclass")

@@ -181,3 +181,94 @@ def test_bench_nvfuser_executions_records_the_fd_and_restores_execute(env):
     x = _x(300)
     _check(aot(x), src, x)
     assert fake.calls == {"fd": calls["fd"], "fec": calls["fec"] + 1}
+
+
+def _counting_dispatch(gen, monkeypatch) -> list:
+    """Wraps the generated module's checked path; the list grows by the shape of each call through it."""
+    calls, real = [], gen._dispatch
+    monkeypatch.setattr(gen, "_dispatch", lambda x, w: calls.append(tuple(getattr(x, "shape", ()))) or real(x, w))
+    return calls
+
+
+@torch.no_grad()
+def test_fast_path_takes_over_after_the_first_checked_call_of_each_shape(env, monkeypatch):
+    gen, fake, aot, src = env
+    checked = _counting_dispatch(gen, monkeypatch)
+    for s in (15, 15, 16, 16, 2048, 15):
+        x = _x(s)
+        _check(aot(x), src, x)
+    assert checked == [(1, 15, 2880), (1, 16, 2880), (1, 2048, 2880)]
+    assert {shape: bucket for shape, (_, bucket, _) in gen._FAST.items()} == {
+        (1, 15, 2880): 0,
+        (1, 16, 2880): 3,
+        (1, 2048, 2880): 3,
+    }
+
+
+def test_the_guard_refuses_whatever_the_checks_refuse(env, monkeypatch):
+    """After a shape's guard is recorded, a call of that shape that breaks a requirement still gets
+    the checked path's one-line error (the guard fails, _dispatch raises), and good calls stay fast."""
+    gen, fake, aot, src = env
+    checked = _counting_dispatch(gen, monkeypatch)
+    good = _x(15)
+    with torch.no_grad():
+        aot(good)
+    assert len(checked) == 1
+    with torch.no_grad():
+        with pytest.raises(ValueError, match="hidden_states must be a contiguous"):
+            aot(torch.randn(1, 2880, 15, dtype=torch.bfloat16).transpose(1, 2))  # same shape, not contiguous
+        with pytest.raises(gen.NoBucketError, match="hidden_states 1x15x2880:float32"):
+            aot(good.float())
+        with pytest.raises(ValueError, match="hidden_states must be a contiguous"):
+            aot(good.tolist())
+        weight = src.weight.data
+        src.weight.data = weight.half()  # the module converted after export: same tensor object
+        try:
+            with pytest.raises(ValueError, match="weight must be a contiguous float32 tensor"):
+                aot(good)
+        finally:
+            src.weight.data = weight
+    # gradients on and a parameter that requires them: refused, though under no_grad its guard is recorded
+    src.weight.requires_grad_(True)
+    with torch.no_grad():
+        aot(good)
+    assert gen._FAST[good.shape][0](good, src.weight) and not gen._FAST[good.shape][2]
+    with pytest.raises(RuntimeError, match="computes no gradients"):
+        aot(good)
+    src.weight.requires_grad_(False)
+    checked.clear()
+    with torch.no_grad():
+        x = _x(15)
+        _check(aot(x), src, x)  # the weight's requires_grad changed: checked once more, guard re-recorded
+        _check(aot(x), src, x)
+        x = _x(15).requires_grad_()  # under no_grad a tensor that requires grad is fine: its own guard
+        _check(aot(x), src, x)
+        _check(aot(x), src, x)
+    assert checked == [(1, 15, 2880)] * 2
+
+
+def test_with_gradients_on_the_fast_path_serves_only_tensors_that_require_none(env, monkeypatch):
+    """The seed's benchmark calls with gradients on and requires_grad_(False) weights: fast. A
+    guard recorded under no_grad for a weight that requires grad must not serve such calls."""
+    gen, fake, aot, src = env
+    checked = _counting_dispatch(gen, monkeypatch)
+    assert torch.is_grad_enabled() and not src.weight.requires_grad
+    for _ in range(3):
+        x = _x(15)
+        _check(aot(x), src, x)
+    assert checked == [(1, 15, 2880)] and gen._FAST[(1, 15, 2880)][2]
+    src.weight.requires_grad_(True)
+    with torch.no_grad():
+        _check(aot(x), src, x)  # re-recorded: the weight now requires grad
+    assert not gen._FAST[(1, 15, 2880)][2]
+    with pytest.raises(RuntimeError, match="computes no gradients"):
+        aot(x)
+
+
+def test_the_guard_table_is_bounded(env, monkeypatch):
+    gen, fake, aot, src = env
+    monkeypatch.setattr(gen, "_FAST_LIMIT", 2)
+    for s in (1, 2, 3, 1, 3):
+        x = _x(s)
+        _check(aot(x), src, x)
+    assert sorted(gen._FAST) == [(1, 1, 2880), (1, 2, 2880)]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import black
@@ -63,7 +63,8 @@ class BucketView:
 
     index: int
     spec: str
-    condition: str
+    condition: str  # the bucket's test on the inputs' shapes and dtypes (shape_<i>, dtype_<i> locals)
+    branch: str  # forward's test for running this bucket: the condition, or ``bucket == <index>``
     dims: tuple[tuple[str, str], ...]  # (dim name, expression reading it off the shapes)
     device_from: str | None
     steps: tuple[Line, ...]
@@ -92,6 +93,7 @@ class ModuleView:
     inputs: tuple[str, ...]
     forward_params: tuple[str, ...]
     state_args: tuple[str, ...]  # self.<path> expressions for forward's parameter/buffer arguments
+    state_args_in_call: tuple[str, ...]  # the same read off ``state`` (self.__dict__), as __call__ does
     submodules: tuple[str, ...]
     state: tuple[StateTensor, ...]
     buckets: tuple[BucketView, ...]
@@ -110,6 +112,10 @@ class ModuleView:
     autograd_test: str  # Python test that gradients are asked for ("" when the backend supports autograd)
     backend_name: str
     needs_cuda: bool
+    #: forward's fast path: a guard recorded per input shape replaces the Python checks and the
+    #: bucket tests (the checked path, ``_dispatch``, runs them and records the guard)
+    fast_path: bool
+    any_requires_grad: str  # Python test that some argument of forward requires grad
 
 
 def _conditions(program: BucketProgram, user_inputs: list[ProgramInput]) -> tuple[str, tuple[str, ...]]:
@@ -177,6 +183,15 @@ def _used_dims(dims, steps: tuple[Line, ...]) -> tuple[tuple[str, str], ...]:
     return tuple((name, expr) for name, expr in dims if re.search(rf"\b{name}\b", code))
 
 
+def _fast_branch(bucket: BucketView, user_inputs: list[ProgramInput]) -> BucketView:
+    """The bucket as forward's fast path runs it: chosen by index (``_dispatch`` or the guard
+    table decided), its dynamic sizes read off ``shape_0`` (which forward binds) or off the other
+    inputs' shapes directly."""
+    other = {f"shape_{i}": f"{p.name}.shape" for i, p in enumerate(user_inputs) if i}
+    dims = tuple((name, re.sub(r"\bshape_\d+\b", lambda m: other.get(m[0], m[0]), expr)) for name, expr in bucket.dims)
+    return replace(bucket, branch=f"bucket == {bucket.index}", dims=dims)
+
+
 def _warmup_entry(bp: BucketProgram) -> WarmupEntry:
     ranges = "{" + ", ".join(f'"{r.name}": ({r.lo}, {r.hi})' for r in bp.bucket.dims) + "}"
     shapes = []
@@ -186,12 +201,18 @@ def _warmup_entry(bp: BucketProgram) -> WarmupEntry:
     return WarmupEntry(ranges, ", ".join(r.name for r in bp.bucket.dims), "[" + ", ".join(shapes) + "]")
 
 
-def _state_lookup(p: ProgramInput) -> str:
+def _state_lookup(p: ProgramInput, in_call: bool = False) -> str:
     """``self._modules["norm"]._parameters["weight"]``: where nn.Module.__getattr__ would find the
-    tensor, without its Python fallback (~0.3 µs per tensor per call)."""
+    tensor, without its Python fallback (~0.3 µs per tensor per call). ``in_call``: the same read
+    off the module's ``__dict__``, which __call__ binds to ``state``:
+    ``state["_modules"]["norm"]._parameters["weight"]``."""
     *owners, leaf = p.source_name.split(".")
     store = "_parameters" if p.kind == "parameter" else "_buffers"
-    return "self" + "".join(f'._modules["{o}"]' for o in owners) + f'.{store}["{leaf}"]'
+    first, *rest = [*(("_modules", o) for o in owners), (store, leaf)]
+    tail = "".join(f'.{attr}["{key}"]' for attr, key in rest)
+    if in_call:
+        return f'state["{first[0]}"]["{first[1]}"]{tail}'
+    return f'self.{first[0]}["{first[1]}"]{tail}'
 
 
 def module_view(
@@ -231,6 +252,7 @@ def module_view(
                 index=bp.index,
                 spec=format_bucket(bp.bucket),
                 condition=condition,
+                branch=condition,
                 dims=_used_dims(zip(dim_names, dims), steps),
                 device_from=device_from,
                 steps=steps,
@@ -243,6 +265,10 @@ def module_view(
     uses_backend = any(getattr(v, "uses_backend", False) for b in buckets for v in b.regions)
     #: the module launches kernels that trust their arguments (not only torch ops)
     kernels_run = bool(backend.input_requirement) and uses_backend and checks
+    fast_path = kernels_run
+    any_requires_grad = " or ".join(f"{p.name}.requires_grad" for p in program.inputs)
+    if fast_path:
+        buckets = [_fast_branch(b, user_inputs) for b in buckets]
     first = program.buckets[0]
     spec_of = {v.name: v.spec for v in first.inputs}
     state = []
@@ -290,6 +316,7 @@ def module_view(
         inputs=tuple(p.name for p in user_inputs),
         forward_params=tuple(p.name for p in program.inputs),
         state_args=tuple(_state_lookup(p) for p in state_inputs),
+        state_args_in_call=tuple(_state_lookup(p, in_call=True) for p in state_inputs),
         submodules=tuple(submodules),
         state=tuple(state),
         buckets=tuple(buckets),
@@ -314,10 +341,12 @@ def module_view(
         autograd_test=(
             ""
             if backend.supports_autograd or not uses_backend or not checks
-            else "torch.is_grad_enabled() and (" + " or ".join(f"{p.name}.requires_grad" for p in program.inputs) + ")"
+            else f"torch.is_grad_enabled() and ({any_requires_grad})"
         ),
         backend_name=backend.name,
         needs_cuda=backend.name != "torch",
+        fast_path=fast_path,
+        any_requires_grad=any_requires_grad,
     )
 
 
