@@ -43,6 +43,29 @@ _current_device = getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
     lambda index: torch.cuda.current_stream(index).cuda_stream
 )
+#: an empty tensor on the current CUDA device, as torch.compile's generated code allocates (no
+#: argument parser, no dispatcher: ~1 µs less per call than torch.empty_like on the GPU machine)
+try:
+    from torch._C._dynamo.guards import _empty_strided_cuda
+except ImportError:
+    _empty_strided_cuda = None
+
+
+def _eager_device(t) -> int:
+    """``t``'s CUDA device index when a launch can take the direct path (eager CUDA, not Triton's
+    interpreter or torch.compile's tracing, and ``t`` on the current device), else -1."""
+    if _INTERPRET or _compiling():
+        return -1
+    index = t.get_device()
+    return index if index == _current_device() else -1
+
+
+def _empty_like(t, dtype, device: int):
+    """``torch.empty_like(t, dtype=dtype)`` for a contiguous ``t``; through _empty_strided_cuda where
+    ``device`` (from _eager_device) says that ``t`` is on the current CUDA device."""
+    if device < 0 or _empty_strided_cuda is None:
+        return torch.empty_like(t, dtype=dtype)
+    return _empty_strided_cuda(tuple(t.shape), t.stride(), dtype)
 
 
 def _compile(kernel, compiled: dict, key: int, args: tuple, n: int, block: int, num_warps: int) -> tuple:
@@ -90,13 +113,20 @@ def _launch(
     n: int,
     block: int,
     num_warps: int,
+    device: int,
 ) -> None:
     """Launch ``rows`` programs of ``kernel``. ``args``: its tensors and run-time sizes; ``raw``: the
     same with each tensor as its ``data_ptr()`` (the launcher then neither calls ``data_ptr()`` nor
     asks the driver about the pointer: the module's checks already ensured CUDA tensors on one
     device). On CUDA: the kernel compiled for the device and alignment (``compiled``: that kernel's
     own cache, keyed by device index * 2 + misaligned), launched on the current stream (no JIT
-    argument binding)."""
+    argument binding). ``device``: from _eager_device; where it is >= 0 and the kernel is compiled,
+    the launch is all there is."""
+    if device >= 0:
+        entry = compiled.get(device + device + (misaligned != 0))
+        if entry is not None:
+            entry[1](rows, 1, 1, _raw_stream(device), *entry[2], *raw, n, block)
+            return
     if _INTERPRET or _compiling():
         # Triton's interpreter on CPU; under torch.compile, the launch that dynamo understands
         # (inductor then compiles the kernel into its own graph as a user-defined Triton kernel)
@@ -297,7 +327,8 @@ def forward(scores, mask_):
     if bucket == 0:
         # bucket 0: 1x8x1x1:bfloat16, 1x1x1x1:float32
         # aotFusion0: convert_element_type, mul, broadcast_in_dim, add, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, div, shallow_copy, convert_element_type
-        t18 = torch.empty_like(scores)
+        _device = _eager_device(scores)
+        t18 = _empty_like(scores, torch.bfloat16, _device)
         _raw = (scores.data_ptr(), mask_.data_ptr(), t18.data_ptr())
         _launch(
             bucket0_fusion0_kernel,
@@ -309,6 +340,7 @@ def forward(scores, mask_):
             1,
             1,
             1,
+            _device,
         )
         return t18
     if bucket == 1:
@@ -316,7 +348,8 @@ def forward(scores, mask_):
         S = shape_0[2]
         # aotFusion0: convert_element_type, mul, broadcast_in_dim, add, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, broadcast_in_dim, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, broadcast_in_dim, div, shallow_copy, convert_element_type
         S = scores.shape[2]
-        t20 = torch.empty_like(scores)
+        _device = _eager_device(scores)
+        t20 = _empty_like(scores, torch.bfloat16, _device)
         _raw = (scores.data_ptr(), mask_.data_ptr(), t20.data_ptr(), S)
         _launch(
             bucket1_fusion0_kernel,
@@ -328,6 +361,7 @@ def forward(scores, mask_):
             scores.shape[-1],
             512,
             1,
+            _device,
         )
         return t20
 

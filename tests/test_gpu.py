@@ -90,7 +90,7 @@ def test_triton_matches_eager_writes_every_element_and_replays_in_a_cuda_graph(s
         for bucket in parse_shapes(shapes):
             for env, inputs in bucket_inputs(bucket, "cuda", generator):
                 expected = module(*inputs)
-                with poisoned_outputs():
+                with poisoned_outputs(gen):
                     got = aot(*inputs)
                 compare(expected, got, f"{stem} (triton) at {env}")
             # capture the last inputs' call in a CUDA graph, replay on new values

@@ -75,6 +75,7 @@ def test_kernel_structure(stem):
     # CUDA: the compiled kernel's launcher (its C launch function, or CompiledKernel.run where the
     # kernel needs scratch memory), no JIT binding; tensors reach it as data_ptr() ints
     assert ("entry[1](rows, 1, 1, _raw_stream(index), *entry[2], *raw, n, block)" in text) == bool(kernels)
+    assert ("entry[1](rows, 1, 1, _raw_stream(device), *entry[2], *raw, n, block)" in text) == bool(kernels)
     forward = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "forward")
     raws = [n.value for n in ast.walk(forward) if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "_raw"]
     launches = [n for n in ast.walk(forward) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "_launch"]
@@ -86,6 +87,10 @@ def test_kernel_structure(stem):
     # outputs are allocated only through what tests.helpers.poisoned_outputs poisons
     allocators = set(re.findall(r"torch\.(empty\w*|zeros\w*|ones\w*|full\w*|new_\w+)\(", text))
     assert allocators <= {"empty", "empty_like"}, allocators
+    assert not re.search(r"_empty_strided_cuda\(", forward_text := ast.unparse(forward)), "allocate through _empty_like"
+    assert all(launch.args[-1].id == "_device" for launch in launches) and (
+        forward_text.count("_device = _eager_device(") == len(launches)
+    )
 
 
 def test_schedule_is_one_row_per_program_persistent_while_it_fits_then_looped():

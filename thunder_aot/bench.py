@@ -163,8 +163,8 @@ def bare_launches(aot: torch.nn.Module, inputs: list[torch.Tensor]) -> Call | No
     recorded: list[tuple] = []
     real = generated._launch
 
-    def record(kernel, compiled, rows, args, raw, misaligned, n, block, num_warps):
-        real(kernel, compiled, rows, args, raw, misaligned, n, block, num_warps)
+    def record(kernel, compiled, rows, args, raw, misaligned, n, block, num_warps, device):
+        real(kernel, compiled, rows, args, raw, misaligned, n, block, num_warps, device)
         index = args[0].get_device()  # the cache key _launch uses (templates/triton_prelude.py.jinja)
         binary = compiled[index + index + (misaligned != 0)][0]
         recorded.append((binary, rows, args, n, block))
