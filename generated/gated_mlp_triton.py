@@ -56,12 +56,13 @@ def _eager_device(t) -> int:
     return index if index == _current_device() else -1
 
 
-def _empty_like(t, dtype, device: int):
-    """``torch.empty_like(t, dtype=dtype)`` for a contiguous ``t``; through _empty_strided_cuda where
-    ``device`` (from _eager_device) says that ``t`` is on the current CUDA device."""
+def _empty(sizes: tuple, strides: tuple, dtype, like, device: int):
+    """An output: ``torch.empty(sizes, dtype=dtype)`` on ``like``'s device, contiguous (``strides``);
+    through _empty_strided_cuda where ``device`` (from _eager_device) says that is the current
+    CUDA device."""
     if device < 0 or _empty_strided_cuda is None:
-        return torch.empty_like(t, dtype=dtype)
-    return _empty_strided_cuda(tuple(t.shape), t.stride(), dtype)
+        return torch.empty(sizes, dtype=dtype, device=like.device)
+    return _empty_strided_cuda(sizes, strides, dtype)
 
 
 def _compile(kernel, compiled: dict, key: int, args: tuple, n: int, block: int, num_warps: int) -> tuple:
@@ -292,12 +293,13 @@ def forward(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight):
         bucket = _dispatch(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight)
     if bucket == 0:
         # bucket 0: [s0=1..512]x256:float32
+        s0 = shape_0[0]
         # torch/nn/modules/linear.py:134: return F.linear(input, self.weight, self.bias)
         t22 = torch.nn.functional.linear(x, t_gate_proj_weight, None)
         # aotFusion0: neg, exp, add, reciprocal, mul
         t22 = t22.contiguous()
         _device = _eager_device(t22)
-        t9 = _empty_like(t22, torch.float32, _device)
+        t9 = _empty((s0, 512), (512, 1), torch.float32, t22, _device)
         _raw = (t22.data_ptr(), t9.data_ptr())
         _launch(
             bucket0_fusion0_kernel,
@@ -316,7 +318,7 @@ def forward(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight):
         # aotFusion1: mul
         t23 = t23.contiguous()
         _device = _eager_device(t9)
-        input_ = _empty_like(t9, torch.float32, _device)
+        input_ = _empty((s0, 512), (512, 1), torch.float32, t9, _device)
         _raw = (t9.data_ptr(), t23.data_ptr(), input_.data_ptr())
         _launch(
             bucket0_fusion1_kernel,

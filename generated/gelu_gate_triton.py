@@ -56,12 +56,13 @@ def _eager_device(t) -> int:
     return index if index == _current_device() else -1
 
 
-def _empty_like(t, dtype, device: int):
-    """``torch.empty_like(t, dtype=dtype)`` for a contiguous ``t``; through _empty_strided_cuda where
-    ``device`` (from _eager_device) says that ``t`` is on the current CUDA device."""
+def _empty(sizes: tuple, strides: tuple, dtype, like, device: int):
+    """An output: ``torch.empty(sizes, dtype=dtype)`` on ``like``'s device, contiguous (``strides``);
+    through _empty_strided_cuda where ``device`` (from _eager_device) says that is the current
+    CUDA device."""
     if device < 0 or _empty_strided_cuda is None:
-        return torch.empty_like(t, dtype=dtype)
-    return _empty_strided_cuda(tuple(t.shape), t.stride(), dtype)
+        return torch.empty(sizes, dtype=dtype, device=like.device)
+    return _empty_strided_cuda(sizes, strides, dtype)
 
 
 def _compile(kernel, compiled: dict, key: int, args: tuple, n: int, block: int, num_warps: int) -> tuple:
@@ -295,9 +296,10 @@ def forward(gate_up):
         bucket = _dispatch(gate_up)
     if bucket == 0:
         # bucket 0: [s0=1..2048]x2048:bfloat16
+        s0 = shape_0[0]
         # aotFusion0: slice, slice, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, convert_element_type, add, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, tanh, convert_element_type, convert_element_type, add, convert_element_type, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, convert_element_type, mul, convert_element_type
         _device = _eager_device(gate_up)
-        t36 = torch.empty((*gate_up.shape[:-1], 1024), dtype=torch.bfloat16, device=gate_up.device)
+        t36 = _empty((s0, 1024), (1024, 1), torch.bfloat16, gate_up, _device)
         _raw = (gate_up.data_ptr(), t36.data_ptr())
         _launch(
             bucket0_fusion0_kernel,

@@ -56,12 +56,13 @@ def _eager_device(t) -> int:
     return index if index == _current_device() else -1
 
 
-def _empty_like(t, dtype, device: int):
-    """``torch.empty_like(t, dtype=dtype)`` for a contiguous ``t``; through _empty_strided_cuda where
-    ``device`` (from _eager_device) says that ``t`` is on the current CUDA device."""
+def _empty(sizes: tuple, strides: tuple, dtype, like, device: int):
+    """An output: ``torch.empty(sizes, dtype=dtype)`` on ``like``'s device, contiguous (``strides``);
+    through _empty_strided_cuda where ``device`` (from _eager_device) says that is the current
+    CUDA device."""
     if device < 0 or _empty_strided_cuda is None:
-        return torch.empty_like(t, dtype=dtype)
-    return _empty_strided_cuda(tuple(t.shape), t.stride(), dtype)
+        return torch.empty(sizes, dtype=dtype, device=like.device)
+    return _empty_strided_cuda(sizes, strides, dtype)
 
 
 def _compile(kernel, compiled: dict, key: int, args: tuple, n: int, block: int, num_warps: int) -> tuple:
@@ -301,9 +302,10 @@ def forward(input_, t_bias, t_weight):
         bucket = _dispatch(input_, t_bias, t_weight)
     if bucket == 0:
         # bucket 0: [s0=1..2048]x1024:bfloat16
+        s0 = shape_0[0]
         # aotFusion0: convert_element_type, shallow_copy, var_mean, broadcast_in_dim, broadcast_in_dim, shallow_copy, shallow_copy, add, rsqrt, broadcast_in_dim, convert_element_type, sub, broadcast_in_dim, mul, broadcast_in_dim, convert_element_type, mul, broadcast_in_dim, convert_element_type, add, convert_element_type, convert_element_type, convert_element_type
         _device = _eager_device(input_)
-        t28 = _empty_like(input_, torch.bfloat16, _device)
+        t28 = _empty((s0, 1024), (1024, 1), torch.bfloat16, input_, _device)
         _raw = (input_.data_ptr(), t_weight.data_ptr(), t_bias.data_ptr(), t28.data_ptr())
         _launch(
             bucket0_fusion0_kernel,

@@ -56,12 +56,13 @@ def _eager_device(t) -> int:
     return index if index == _current_device() else -1
 
 
-def _empty_like(t, dtype, device: int):
-    """``torch.empty_like(t, dtype=dtype)`` for a contiguous ``t``; through _empty_strided_cuda where
-    ``device`` (from _eager_device) says that ``t`` is on the current CUDA device."""
+def _empty(sizes: tuple, strides: tuple, dtype, like, device: int):
+    """An output: ``torch.empty(sizes, dtype=dtype)`` on ``like``'s device, contiguous (``strides``);
+    through _empty_strided_cuda where ``device`` (from _eager_device) says that is the current
+    CUDA device."""
     if device < 0 or _empty_strided_cuda is None:
-        return torch.empty_like(t, dtype=dtype)
-    return _empty_strided_cuda(tuple(t.shape), t.stride(), dtype)
+        return torch.empty(sizes, dtype=dtype, device=like.device)
+    return _empty_strided_cuda(sizes, strides, dtype)
 
 
 def _compile(kernel, compiled: dict, key: int, args: tuple, n: int, block: int, num_warps: int) -> tuple:
@@ -321,10 +322,11 @@ def forward(x, residual, t_norm_weight):
         bucket = _dispatch(x, residual, t_norm_weight)
     if bucket == 0:
         # bucket 0: 1x[S=1..2048]x2880:bfloat16, 1x[S]x2880:bfloat16
+        S = shape_0[1]
         # aotFusion0: convert_element_type, convert_element_type, add, convert_element_type, convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
         _device = _eager_device(x)
-        hidden_states = _empty_like(x, torch.bfloat16, _device)
-        t21 = _empty_like(x, torch.bfloat16, _device)
+        hidden_states = _empty((1, S, 2880), (2880 * S, 2880, 1), torch.bfloat16, x, _device)
+        t21 = _empty((1, S, 2880), (2880 * S, 2880, 1), torch.bfloat16, x, _device)
         _raw = (
             x.data_ptr(),
             residual.data_ptr(),

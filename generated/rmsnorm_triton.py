@@ -64,12 +64,13 @@ def _eager_device(t) -> int:
     return index if index == _current_device() else -1
 
 
-def _empty_like(t, dtype, device: int):
-    """``torch.empty_like(t, dtype=dtype)`` for a contiguous ``t``; through _empty_strided_cuda where
-    ``device`` (from _eager_device) says that ``t`` is on the current CUDA device."""
+def _empty(sizes: tuple, strides: tuple, dtype, like, device: int):
+    """An output: ``torch.empty(sizes, dtype=dtype)`` on ``like``'s device, contiguous (``strides``);
+    through _empty_strided_cuda where ``device`` (from _eager_device) says that is the current
+    CUDA device."""
     if device < 0 or _empty_strided_cuda is None:
-        return torch.empty_like(t, dtype=dtype)
-    return _empty_strided_cuda(tuple(t.shape), t.stride(), dtype)
+        return torch.empty(sizes, dtype=dtype, device=like.device)
+    return _empty_strided_cuda(sizes, strides, dtype)
 
 
 def _compile(kernel, compiled: dict, key: int, args: tuple, n: int, block: int, num_warps: int) -> tuple:
@@ -317,7 +318,7 @@ def forward(hidden_states, t_weight):
         # bucket 0: 1x15x2880:bfloat16
         # aotFusion0: convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
         _device = _eager_device(hidden_states)
-        t16 = _empty_like(hidden_states, torch.bfloat16, _device)
+        t16 = _empty((1, 15, 2880), (43200, 2880, 1), torch.bfloat16, hidden_states, _device)
         _raw = (hidden_states.data_ptr(), t_weight.data_ptr(), t16.data_ptr())
         _launch(
             bucket0_fusion0_kernel,
@@ -336,7 +337,7 @@ def forward(hidden_states, t_weight):
         # bucket 1: 1x568x2880:bfloat16
         # aotFusion0: convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
         _device = _eager_device(hidden_states)
-        t16 = _empty_like(hidden_states, torch.bfloat16, _device)
+        t16 = _empty((1, 568, 2880), (1635840, 2880, 1), torch.bfloat16, hidden_states, _device)
         _raw = (hidden_states.data_ptr(), t_weight.data_ptr(), t16.data_ptr())
         _launch(
             bucket0_fusion0_kernel,
@@ -355,7 +356,7 @@ def forward(hidden_states, t_weight):
         # bucket 2: 1x1369x2880:bfloat16
         # aotFusion0: convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
         _device = _eager_device(hidden_states)
-        t16 = _empty_like(hidden_states, torch.bfloat16, _device)
+        t16 = _empty((1, 1369, 2880), (3942720, 2880, 1), torch.bfloat16, hidden_states, _device)
         _raw = (hidden_states.data_ptr(), t_weight.data_ptr(), t16.data_ptr())
         _launch(
             bucket0_fusion0_kernel,
@@ -372,9 +373,10 @@ def forward(hidden_states, t_weight):
         return t16
     if bucket == 3:
         # bucket 3: 1x[s0=1..2048]x2880:bfloat16
+        s0 = shape_0[1]
         # aotFusion0: convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
         _device = _eager_device(hidden_states)
-        t16 = _empty_like(hidden_states, torch.bfloat16, _device)
+        t16 = _empty((1, s0, 2880), (2880 * s0, 2880, 1), torch.bfloat16, hidden_states, _device)
         _raw = (hidden_states.data_ptr(), t_weight.data_ptr(), t16.data_ptr())
         _launch(
             bucket0_fusion0_kernel,

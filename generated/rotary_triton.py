@@ -56,12 +56,13 @@ def _eager_device(t) -> int:
     return index if index == _current_device() else -1
 
 
-def _empty_like(t, dtype, device: int):
-    """``torch.empty_like(t, dtype=dtype)`` for a contiguous ``t``; through _empty_strided_cuda where
-    ``device`` (from _eager_device) says that ``t`` is on the current CUDA device."""
+def _empty(sizes: tuple, strides: tuple, dtype, like, device: int):
+    """An output: ``torch.empty(sizes, dtype=dtype)`` on ``like``'s device, contiguous (``strides``);
+    through _empty_strided_cuda where ``device`` (from _eager_device) says that is the current
+    CUDA device."""
     if device < 0 or _empty_strided_cuda is None:
-        return torch.empty_like(t, dtype=dtype)
-    return _empty_strided_cuda(tuple(t.shape), t.stride(), dtype)
+        return torch.empty(sizes, dtype=dtype, device=like.device)
+    return _empty_strided_cuda(sizes, strides, dtype)
 
 
 def _compile(kernel, compiled: dict, key: int, args: tuple, n: int, block: int, num_warps: int) -> tuple:
@@ -311,7 +312,7 @@ def forward(x, cos, sin):
         # aotFusion0: slice, convert_element_type, neg, convert_element_type, slice, cat, broadcast_in_dim, convert_element_type, convert_element_type, mul, convert_element_type, broadcast_in_dim, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, convert_element_type, add, convert_element_type
         S = x.shape[2]
         _device = _eager_device(x)
-        t19 = _empty_like(x, torch.bfloat16, _device)
+        t19 = _empty((1, 8, S, 64), (64 * S * 8, 64 * S, 64, 1), torch.bfloat16, x, _device)
         _raw = (x.data_ptr(), cos.data_ptr(), sin.data_ptr(), t19.data_ptr(), S)
         _launch(
             bucket0_fusion0_kernel,

@@ -60,12 +60,13 @@ def _eager_device(t) -> int:
     return index if index == _current_device() else -1
 
 
-def _empty_like(t, dtype, device: int):
-    """``torch.empty_like(t, dtype=dtype)`` for a contiguous ``t``; through _empty_strided_cuda where
-    ``device`` (from _eager_device) says that ``t`` is on the current CUDA device."""
+def _empty(sizes: tuple, strides: tuple, dtype, like, device: int):
+    """An output: ``torch.empty(sizes, dtype=dtype)`` on ``like``'s device, contiguous (``strides``);
+    through _empty_strided_cuda where ``device`` (from _eager_device) says that is the current
+    CUDA device."""
     if device < 0 or _empty_strided_cuda is None:
-        return torch.empty_like(t, dtype=dtype)
-    return _empty_strided_cuda(tuple(t.shape), t.stride(), dtype)
+        return torch.empty(sizes, dtype=dtype, device=like.device)
+    return _empty_strided_cuda(sizes, strides, dtype)
 
 
 def _compile(kernel, compiled: dict, key: int, args: tuple, n: int, block: int, num_warps: int) -> tuple:
@@ -328,7 +329,7 @@ def forward(scores, mask_):
         # bucket 0: 1x8x1x1:bfloat16, 1x1x1x1:float32
         # aotFusion0: convert_element_type, mul, broadcast_in_dim, add, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, div, shallow_copy, convert_element_type
         _device = _eager_device(scores)
-        t18 = _empty_like(scores, torch.bfloat16, _device)
+        t18 = _empty((1, 8, 1, 1), (8, 1, 1, 1), torch.bfloat16, scores, _device)
         _raw = (scores.data_ptr(), mask_.data_ptr(), t18.data_ptr())
         _launch(
             bucket0_fusion0_kernel,
@@ -349,7 +350,7 @@ def forward(scores, mask_):
         # aotFusion0: convert_element_type, mul, broadcast_in_dim, add, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, broadcast_in_dim, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, broadcast_in_dim, div, shallow_copy, convert_element_type
         S = scores.shape[2]
         _device = _eager_device(scores)
-        t20 = _empty_like(scores, torch.bfloat16, _device)
+        t20 = _empty((1, 8, S, S), (S * S * 8, S * S, S, 1), torch.bfloat16, scores, _device)
         _raw = (scores.data_ptr(), mask_.data_ptr(), t20.data_ptr(), S)
         _launch(
             bucket1_fusion0_kernel,

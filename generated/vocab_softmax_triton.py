@@ -56,12 +56,13 @@ def _eager_device(t) -> int:
     return index if index == _current_device() else -1
 
 
-def _empty_like(t, dtype, device: int):
-    """``torch.empty_like(t, dtype=dtype)`` for a contiguous ``t``; through _empty_strided_cuda where
-    ``device`` (from _eager_device) says that ``t`` is on the current CUDA device."""
+def _empty(sizes: tuple, strides: tuple, dtype, like, device: int):
+    """An output: ``torch.empty(sizes, dtype=dtype)`` on ``like``'s device, contiguous (``strides``);
+    through _empty_strided_cuda where ``device`` (from _eager_device) says that is the current
+    CUDA device."""
     if device < 0 or _empty_strided_cuda is None:
-        return torch.empty_like(t, dtype=dtype)
-    return _empty_strided_cuda(tuple(t.shape), t.stride(), dtype)
+        return torch.empty(sizes, dtype=dtype, device=like.device)
+    return _empty_strided_cuda(sizes, strides, dtype)
 
 
 def _compile(kernel, compiled: dict, key: int, args: tuple, n: int, block: int, num_warps: int) -> tuple:
@@ -286,9 +287,10 @@ def forward(logits):
         bucket = _dispatch(logits)
     if bucket == 0:
         # bucket 0: [s0=1..64]x32000:bfloat16
+        s0 = shape_0[0]
         # aotFusion0: convert_element_type, div, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, broadcast_in_dim, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, broadcast_in_dim, div, shallow_copy
         _device = _eager_device(logits)
-        t17 = _empty_like(logits, torch.float32, _device)
+        t17 = _empty((s0, 32000), (32000, 1), torch.float32, logits, _device)
         _raw = (logits.data_ptr(), t17.data_ptr())
         _launch(
             bucket0_fusion0_kernel,

@@ -56,12 +56,13 @@ def _eager_device(t) -> int:
     return index if index == _current_device() else -1
 
 
-def _empty_like(t, dtype, device: int):
-    """``torch.empty_like(t, dtype=dtype)`` for a contiguous ``t``; through _empty_strided_cuda where
-    ``device`` (from _eager_device) says that ``t`` is on the current CUDA device."""
+def _empty(sizes: tuple, strides: tuple, dtype, like, device: int):
+    """An output: ``torch.empty(sizes, dtype=dtype)`` on ``like``'s device, contiguous (``strides``);
+    through _empty_strided_cuda where ``device`` (from _eager_device) says that is the current
+    CUDA device."""
     if device < 0 or _empty_strided_cuda is None:
-        return torch.empty_like(t, dtype=dtype)
-    return _empty_strided_cuda(tuple(t.shape), t.stride(), dtype)
+        return torch.empty(sizes, dtype=dtype, device=like.device)
+    return _empty_strided_cuda(sizes, strides, dtype)
 
 
 def _compile(kernel, compiled: dict, key: int, args: tuple, n: int, block: int, num_warps: int) -> tuple:
@@ -313,9 +314,10 @@ def forward(hidden_states, t_weight):
         bucket = _dispatch(hidden_states, t_weight)
     if bucket == 0:
         # bucket 0: 1x[s0=1..128]x16384:bfloat16
+        s0 = shape_0[1]
         # aotFusion0: convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
         _device = _eager_device(hidden_states)
-        t16 = _empty_like(hidden_states, torch.bfloat16, _device)
+        t16 = _empty((1, s0, 16384), (16384 * s0, 16384, 1), torch.bfloat16, hidden_states, _device)
         _raw = (hidden_states.data_ptr(), t_weight.data_ptr(), t16.data_ptr())
         _launch(
             bucket0_fusion0_kernel,

@@ -34,15 +34,25 @@ def main(stem: str) -> int:
     aot = getattr(gen, type(module).__name__).from_module(module)
     generator = torch.Generator().manual_seed(torch.seed() >> 1)
     checked = 0
-    with torch.no_grad():
-        for bucket in parse_shapes(shapes):
-            for env, inputs in bucket_inputs(bucket, "cpu", generator):
-                expected = module(*inputs)
-                with poisoned_outputs():
-                    got = aot(*inputs)
-                compare(expected, got, f"{stem} (triton, interpreted) at {env}")
-                checked += 1
-    print(f"ok {stem}: {checked} calls")
+    # second pass: the direct path that CUDA takes on the current device, with its allocation's CPU
+    # twin (same arguments): the sizes and strides each output is allocated with are the ones
+    # the kernel writes (its launch still runs in the interpreter)
+    allocated = []
+    for direct in (False, True):
+        if direct:
+            gen._eager_device = lambda t: 0
+            twin = torch._C._dynamo.guards._empty_strided_cpu
+            gen._empty_strided_cuda = lambda *args: allocated.append(args) or twin(*args)
+        with torch.no_grad():
+            for bucket in parse_shapes(shapes):
+                for env, inputs in bucket_inputs(bucket, "cpu", generator):
+                    expected = module(*inputs)
+                    with poisoned_outputs(gen):
+                        got = aot(*inputs)
+                    compare(expected, got, f"{stem} (triton, interpreted{', direct allocation' if direct else ''}) at {env}")
+                    checked += 1
+    assert len(allocated) >= checked // 2, (len(allocated), checked)  # every direct call allocated through it
+    print(f"ok {stem}: {checked} calls, {len(allocated)} direct allocations")
     return 0
 
 

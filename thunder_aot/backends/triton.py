@@ -15,7 +15,7 @@ import enum
 import os
 from dataclasses import dataclass, replace
 
-from thunder_aot.backends.base import Backend, Line, source_comments
+from thunder_aot.backends.base import Backend, Line, render_dim, source_comments
 from thunder_aot.backends.torch import TorchBackend
 from thunder_aot.model import Const, DimRange, DType, PrimOp, Ref, Region, SymDim, TensorSpec, Value
 
@@ -430,6 +430,22 @@ class TritonRegionView:
         return (*self.sizes, *self.allocations, Line(f"_raw = {raw_tuple}"), Line(launch))
 
 
+def _tuple_text(items: list[str]) -> str:
+    return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+
+
+def _contiguous_strides(sizes: list[str]) -> list[str]:
+    """Python text of a contiguous tensor's strides from its sizes' text (products of ints folded)."""
+    strides, step = [], "1"
+    for size in reversed(sizes):
+        strides.append(step)
+        if step.isdigit() and size.isdigit():
+            step = str(int(step) * int(size))
+        else:
+            step = size if step == "1" else step if size == "1" else f"{step} * {size}"
+    return strides[::-1]
+
+
 def _next_pow2(n: int) -> int:
     return 1 << (n - 1).bit_length()
 
@@ -559,7 +575,7 @@ class TritonBackend(Backend):
                 prog.lines[start] = Line(prog.lines[start].code, pending)
                 pending = ""
         stores, allocations = [], []
-        lead = f"{row_input.name}.shape[:-1]"
+        lead = [render_dim(d) for d in row_input.spec.shape[:-1]]  # the rows' sizes, as the bucket binds them
         for o in region.outputs:
             kind = prog.kind_of(o.spec)
             expr = prog.exprs[o.name]
@@ -567,15 +583,15 @@ class TritonBackend(Backend):
                 raise Unsupported("a row output computed as a per-row scalar")
             if kind == Kind.COL:
                 raise Unsupported("an output that does not depend on the row")
-            shape = f"(*{lead}, {n_expr})" if kind == Kind.ROW else (
-                f"(*{lead}, 1)" if len(o.spec.shape) == len(prog.full) else lead
-            )
-            ptr = f"{o.name}_out_ptr"
-            if kind == Kind.ROW and row_input.name not in prog.sliced:  # like the row input: the cheap allocation
-                alloc = f"_empty_like({row_input.name}, torch.{o.spec.dtype}, _device)"
+            if kind == Kind.ROW:
+                sizes_text = [*lead, prog.n_text() if prog.n is not None else render_dim(row_input.spec.shape[-1])]
             else:
-                alloc = f"torch.empty({shape}, dtype=torch.{o.spec.dtype}, device={row_input.name}.device)"
-            allocations.append(Line(f"{o.name} = {alloc}"))
+                sizes_text = [*lead, "1"] if len(o.spec.shape) == len(prog.full) else list(lead)
+            ptr = f"{o.name}_out_ptr"
+            allocations.append(
+                Line(f"{o.name} = _empty({_tuple_text(sizes_text)}, {_tuple_text(_contiguous_strides(sizes_text))}, "
+                     f"torch.{o.spec.dtype}, {row_input.name}, _device)")
+            )
             offset, masked = ("row * N + cols", ", mask=mask") if kind == Kind.ROW else ("row", "")
             stores.append(Line(f"tl.store({ptr} + {offset}, {expr.text}{masked})"))
             kernel_params.append(ptr)
