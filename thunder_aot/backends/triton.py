@@ -426,8 +426,7 @@ class TritonRegionView:
             f"_launch({self.kernel}_kernel, {self.kernel}_compiled, {self.rows_expr}, {self.launch_tuple}, _raw, "
             f"{misaligned}, {self.n}, {self.block}, {self.num_warps}, _device)"
         )
-        raw_tuple = f"({raw[0]},)" if len(raw) == 1 else f"({', '.join(raw)})"
-        return (*self.sizes, *self.allocations, Line(f"_raw = {raw_tuple}"), Line(launch))
+        return (*self.sizes, *self.allocations, Line(f"_raw = {_tuple_text(raw)}"), Line(launch))
 
 
 def _tuple_text(items: list[str]) -> str:
