@@ -272,3 +272,18 @@ def test_the_guard_table_is_bounded(env, monkeypatch):
         x = _x(s)
         _check(aot(x), src, x)
     assert sorted(gen._FAST) == [(1, 1, 2880), (1, 2, 2880)]
+
+
+@torch.no_grad()
+def test_without_torchs_tensor_guards_every_call_takes_the_checked_path(env, monkeypatch):
+    """A torch without ``torch._C._dynamo.guards.TensorGuards`` (the generated module imports it
+    optionally): nothing is recorded, every call is checked and still correct."""
+    gen, fake, aot, src = env
+    monkeypatch.setattr(gen, "_TensorGuards", None)
+    checked = _counting_dispatch(gen, monkeypatch)
+    for s in (15, 15, 300):
+        x = _x(s)
+        _check(aot(x), src, x)
+    assert gen._FAST == {} and len(checked) == 3
+    with pytest.raises(ValueError, match="hidden_states must be a contiguous"):
+        aot(torch.randn(1, 2880, 15, dtype=torch.bfloat16).transpose(1, 2))

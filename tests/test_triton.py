@@ -93,6 +93,22 @@ def test_kernel_structure(stem):
     )
 
 
+def test_output_strides_are_the_contiguous_strides_of_the_sizes_text():
+    import torch
+
+    from thunder_aot.backends.triton import _contiguous_strides
+
+    assert _contiguous_strides(["1", "15", "2880"]) == ["43200", "2880", "1"]
+    assert _contiguous_strides(["1", "s0", "2880"]) == ["2880 * s0", "2880", "1"]
+    assert _contiguous_strides(["1", "8", "S", "S"]) == ["S * S * 8", "S * S", "S", "1"]
+    assert _contiguous_strides(["s0", "1"]) == ["1", "1"]
+    assert _contiguous_strides(["7"]) == ["1"]
+    for sizes in ([1, 15, 2880], [3, 5, 7, 1], [2, 1, 4]):  # against torch, with the names bound
+        text = _contiguous_strides(["a", "b", *map(str, sizes[2:])])
+        env = {"a": sizes[0], "b": sizes[1]}
+        assert [eval(t, {}, env) for t in text] == list(torch.empty(sizes).stride())
+
+
 def test_schedule_is_one_row_per_program_persistent_while_it_fits_then_looped():
     from thunder_aot.backends.triton import LOOP_BLOCK, MAX_BLOCK, Schedule, schedule
 
