@@ -37,11 +37,14 @@ def render_arg(arg: Arg) -> str:
     if isinstance(arg, TorchName):
         return arg.name
     if isinstance(arg, Seq):
-        inner = ", ".join(render_arg(i) for i in arg.items)
-        if arg.is_list:
-            return f"[{inner}]"
-        return f"({inner},)" if len(arg.items) == 1 else f"({inner})"
+        items = [render_arg(i) for i in arg.items]
+        return f"[{', '.join(items)}]" if arg.is_list else tuple_text(items)
     raise TypeError(f"cannot render {arg!r}")
+
+
+def tuple_text(items: list[str]) -> str:
+    """Python text of a tuple of these items' texts: ``(a,)`` for one, ``(a, b)`` for more."""
+    return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
 
 
 def arg_dims(arg: Arg) -> set[str]:

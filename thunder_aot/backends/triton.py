@@ -15,7 +15,7 @@ import enum
 import os
 from dataclasses import dataclass, replace
 
-from thunder_aot.backends.base import Backend, Line, render_dim, source_comments
+from thunder_aot.backends.base import Backend, Line, render_dim, source_comments, tuple_text
 from thunder_aot.backends.torch import TorchBackend
 from thunder_aot.model import Const, DimRange, DType, PrimOp, Ref, Region, SymDim, TensorSpec, Value
 
@@ -426,11 +426,7 @@ class TritonRegionView:
             f"_launch({self.kernel}_kernel, {self.kernel}_compiled, {self.rows_expr}, {self.launch_tuple}, _raw, "
             f"{misaligned}, {self.n}, {self.block}, {self.num_warps}, _device)"
         )
-        return (*self.sizes, *self.allocations, Line(f"_raw = {_tuple_text(raw)}"), Line(launch))
-
-
-def _tuple_text(items: list[str]) -> str:
-    return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+        return (*self.sizes, *self.allocations, Line(f"_raw = {tuple_text(raw)}"), Line(launch))
 
 
 def _contiguous_strides(sizes: list[str]) -> list[str]:
@@ -588,7 +584,7 @@ class TritonBackend(Backend):
                 sizes_text = [*lead, "1"] if len(o.spec.shape) == len(prog.full) else list(lead)
             ptr = f"{o.name}_out_ptr"
             allocations.append(
-                Line(f"{o.name} = _empty({_tuple_text(sizes_text)}, {_tuple_text(_contiguous_strides(sizes_text))}, "
+                Line(f"{o.name} = _empty({tuple_text(sizes_text)}, {tuple_text(_contiguous_strides(sizes_text))}, "
                      f"torch.{o.spec.dtype}, {row_input.name}, _device)")
             )
             offset, masked = ("row * N + cols", ", mask=mask") if kind == Kind.ROW else ("row", "")
