@@ -5,8 +5,8 @@
 #   full  (default): all GPU tests, Triton schedule sweep, Triton hot-path overhead, per-module benches
 #   check: all GPU tests, then the gated_mlp bench alone (full log), then softmax, gelu_gate, rotary benched
 #   hotpath: all GPU tests, then the hot-path layers (overhead.py) and the seed's table (seed_table.py)
-#   verify: all GPU tests (also cuda:1 on the two-GPU machine), the hot-path layers of both backends,
-#           then rmsnorm benched (S=1, 128, 2048 and 65536 for the bandwidth)
+#   verify: the Triton hot path's steps one by one, the hot-path layers of both backends, all GPU tests
+#           (also cuda:1 on the two-GPU machine), then rmsnorm benched (S=1, 128, 2048 and 65536 for the bandwidth)
 #   final: after a Triton change: the Triton GPU tests (also cuda:1, models), the Triton hot-path layers,
 #          then rmsnorm and softmax benched
 set -u
@@ -23,8 +23,9 @@ elif [ "${1:-full}" = hotpath ]; then
   step 100 overhead python3 bench/overhead.py --rounds 3 --out "$W/overhead.md"
   step 280 seed_table python3 bench/seed_table.py --rounds 5 --out "$W/seed_rmsnorm"
 elif [ "${1:-full}" = verify ]; then
-  step 330 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs
+  step 30 hotpath_parts python3 bench/hotpath_parts.py --rounds 3 --out "$W/hotpath_parts.md"
   step 130 overhead python3 bench/overhead.py --rounds 3 --out "$W/overhead.md"
+  step 300 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs
   step 110 rmsnorm "${BENCH[@]}" thunder_aot.examples.gpt_oss:rmsnorm --shapes "1x[1..65536]x2880:bf16" --sizes 1,128,2048,65536 --out "$W/rmsnorm"
 elif [ "${1:-full}" = final ]; then
   step 150 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads or second_gpu"
