@@ -7,6 +7,8 @@
 #   hotpath: all GPU tests, then the hot-path layers (overhead.py) and the seed's table (seed_table.py)
 #   verify: the Triton hot path's steps one by one, the hot-path layers of both backends, all GPU tests
 #           (also cuda:1 on the two-GPU machine), then rmsnorm benched (S=1, 128, 2048 and 65536 for the bandwidth)
+#   ab OLD.py: after a Triton change: the old rmsnorm module against generated/rmsnorm_triton.py in one
+#       run, the Triton hot-path layers, all GPU tests, then rmsnorm, gelu_gate and gated_mlp benched
 #   final: after a Triton change: the Triton GPU tests (also cuda:1, models), the Triton hot-path layers,
 #          then rmsnorm and softmax benched
 set -u
@@ -27,6 +29,11 @@ elif [ "${1:-full}" = verify ]; then
   step 130 overhead python3 bench/overhead.py --rounds 3 --out "$W/overhead.md"
   step 300 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs
   step 110 rmsnorm "${BENCH[@]}" thunder_aot.examples.gpt_oss:rmsnorm --shapes "1x[1..65536]x2880:bf16" --sizes 1,128,2048,65536 --out "$W/rmsnorm"
+elif [ "${1:-full}" = ab ]; then
+  step 100 ab python3 bench/ab_modules.py "$2" generated/rmsnorm_triton.py --rounds 5
+  step 70 overhead_triton python3 bench/overhead.py --backends triton --rounds 3 --out "$W/overhead_triton.md"
+  step 300 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs
+  step 150 modules bash bench/modules.sh "$W/modules" 2 rmsnorm,gelu_gate,gated_mlp
 elif [ "${1:-full}" = final ]; then
   step 150 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads or second_gpu"
   step 70 overhead_triton python3 bench/overhead.py --backends triton --rounds 3 --out "$W/overhead_triton.md"

@@ -50,7 +50,6 @@ def main() -> None:
         "_cuda_getCurrentRawStream(dev)": lambda: torch._C._cuda_getCurrentRawStream(dev),
         "_eager_device(x)": lambda: gen._eager_device(x),
         "_empty_strided_cuda": lambda: empty(size, stride, torch.bfloat16),
-        "_empty(...) via the module": lambda: gen._empty(size, stride, torch.bfloat16, x, dev),
         "torch.empty_like(x)": lambda: torch.empty_like(x),
         "Python call, 10 args": lambda: ten(1, 2, 3, 4, 5, 6, 7, 8, 9, 10),
         "module.__call__ checks (hooks)": lambda: aot.__dict__["_forward_pre_hooks"] or aot.__dict__["_forward_hooks"]

@@ -147,19 +147,19 @@ def _no_autograd():
     )
 
 
-def _bad_input(name, t):
+def _bad_input(name, t, expected):
     got = (
         f"{t.device} tensor, contiguous={t.is_contiguous()}"
         if isinstance(t, torch.Tensor)
         else type(t).__name__
     )
-    return ValueError(f"GatedMLP (thunder-aot): {name} must be a contiguous CUDA tensor; got a {got}")
+    return ValueError(f"GatedMLP (thunder-aot): {name} must be {expected}; got a {got}")
 
 
 def _check(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight):
     """What the kernels assume of the inputs and the module's tensors; each failure raises a one-line error."""
     if not (isinstance(x, torch.Tensor) and x.is_cuda and x.is_contiguous()):
-        raise _bad_input("x", x)
+        raise _bad_input("x", x, "a contiguous CUDA tensor")
     if torch.is_grad_enabled() and (
         x.requires_grad
         or t_down_proj_weight.requires_grad
@@ -178,9 +178,10 @@ except ImportError:
 _is_grad_enabled = torch.is_grad_enabled
 _dynamo_compiling = torch.compiler.is_dynamo_compiling
 _tracing = torch.compiler.is_compiling
-#: the first input's shape -> (guard, bucket, whether no tensor requires grad): recorded by _dispatch
-#: at the first call of each shape that passed the checks (the last such call wins), for at most
-#: _FAST_LIMIT shapes. An entry whose tensors require grad serves only calls with gradients off.
+#: the first input's shape -> (guard, bucket, whether no tensor requires grad):
+#: recorded by _dispatch at the first call of each shape that passed the checks (the last such call
+#: wins), for at most _FAST_LIMIT shapes. An entry whose tensors require grad serves only calls with
+#: gradients off.
 _FAST: dict = {}
 _FAST_LIMIT = 4096
 

@@ -36,19 +36,19 @@ def _no_bucket(x):
     )
 
 
-def _bad_input(name, t):
+def _bad_input(name, t, expected):
     got = (
         f"{t.device} tensor, contiguous={t.is_contiguous()}"
         if isinstance(t, torch.Tensor)
         else type(t).__name__
     )
-    return ValueError(f"GatedMLP (thunder-aot): {name} must be a tensor; got a {got}")
+    return ValueError(f"GatedMLP (thunder-aot): {name} must be {expected}; got a {got}")
 
 
 def forward(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight):
     """GatedMLP.forward as a pure function of its inputs, parameters and buffers."""
     if not (isinstance(x, torch.Tensor)):
-        raise _bad_input("x", x)
+        raise _bad_input("x", x, "a tensor")
     shape_0 = x.shape
     dtype_0 = x.dtype
     if dtype_0 is torch.float32 and len(shape_0) == 2 and 1 <= shape_0[0] <= 512 and shape_0[1] == 256:

@@ -40,29 +40,24 @@ _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
     lambda index: torch.cuda.current_stream(index).cuda_stream
 )
 #: an empty tensor on the current CUDA device, as torch.compile's generated code allocates (no
-#: argument parser, no dispatcher: ~1 µs less per call than torch.empty_like on the GPU machine)
+#: argument parser, no dispatcher: ~0.7 µs less per call than torch.empty_like on the GPU machine);
+#: outputs are allocated through it where ``_device`` >= 0 (their inputs are on the current device)
 try:
     from torch._C._dynamo.guards import _empty_strided_cuda
-except ImportError:
-    _empty_strided_cuda = None
+except ImportError:  # a torch without it: the public call, on the current device as well
+
+    def _empty_strided_cuda(sizes: tuple, strides: tuple, dtype):
+        return torch.empty_strided(sizes, strides, dtype=dtype, device="cuda")
 
 
 def _eager_device(t) -> int:
-    """``t``'s CUDA device index when a launch can take the direct path (eager CUDA, not Triton's
-    interpreter or torch.compile's tracing, and ``t`` on the current device), else -1."""
+    """forward's ``_device`` on its checked path: ``t``'s CUDA device index where kernels can launch
+    directly (eager CUDA, not Triton's interpreter or torch.compile's tracing, and ``t`` on the
+    current device), else -1."""
     if _INTERPRET or _compiling():
         return -1
     index = t.get_device()
     return index if index == _current_device() else -1
-
-
-def _empty(sizes: tuple, strides: tuple, dtype, like, device: int):
-    """An output: ``torch.empty(sizes, dtype=dtype)`` on ``like``'s device, contiguous (``strides``);
-    through _empty_strided_cuda where ``device`` (from _eager_device) says that is the current
-    CUDA device."""
-    if device < 0 or _empty_strided_cuda is None:
-        return torch.empty(sizes, dtype=dtype, device=like.device)
-    return _empty_strided_cuda(sizes, strides, dtype)
 
 
 def _compile(kernel, compiled: dict, key: int, args: tuple, n: int, block: int, num_warps: int) -> tuple:
@@ -106,31 +101,26 @@ def _launch(
     rows: int,
     args: tuple,
     raw: tuple,
-    misaligned: int,
+    misaligned: bool,
     n: int,
     block: int,
     num_warps: int,
-    device: int,
 ) -> None:
-    """Launch ``rows`` programs of ``kernel``. ``args``: its tensors and run-time sizes; ``raw``: the
-    same with each tensor as its ``data_ptr()`` (the launcher then neither calls ``data_ptr()`` nor
-    asks the driver about the pointer: the module's checks already ensured CUDA tensors on one
-    device). On CUDA: the kernel compiled for the device and alignment (``compiled``: that kernel's
-    own cache, keyed by device index * 2 + misaligned), launched on the current stream (no JIT
-    argument binding). ``device``: from _eager_device; where it is >= 0 and the kernel is compiled,
-    the launch is all there is."""
-    if device >= 0:
-        entry = compiled.get(device + device + (misaligned != 0))
-        if entry is not None:
-            entry[1](rows, 1, 1, _raw_stream(device), *entry[2], *raw, n, block)
-            return
+    """Launch ``rows`` programs of ``kernel`` where forward's direct launch cannot: the kernel's first
+    call for a device and alignment (it compiles), a device other than the current one, Triton's
+    interpreter, torch.compile's tracing. ``args``: its tensors and run-time sizes; ``raw``: the same
+    with each tensor as its ``data_ptr()`` (the launcher then neither calls ``data_ptr()`` nor asks
+    the driver about the pointer: the module's checks already ensured CUDA tensors on one device).
+    On CUDA: the kernel compiled for the device and alignment (``compiled``: that kernel's own cache,
+    keyed by device index * 2 + misaligned), launched on the current stream (no JIT argument
+    binding)."""
     if _INTERPRET or _compiling():
         # Triton's interpreter on CPU; under torch.compile, the launch that dynamo understands
         # (inductor then compiles the kernel into its own graph as a user-defined Triton kernel)
         kernel[(rows,)](*args, N=n, BLOCK=block, num_warps=num_warps)
         return
     index = args[0].get_device()
-    key = index + index + (misaligned != 0)
+    key = index + index + misaligned
     entry = compiled.get(key)
     if entry is None:
         entry = _compile(kernel, compiled, key, args, n, block, num_warps)
@@ -196,19 +186,19 @@ def _no_autograd():
     )
 
 
-def _bad_input(name, t):
+def _bad_input(name, t, expected):
     got = (
         f"{t.device} tensor, contiguous={t.is_contiguous()}"
         if isinstance(t, torch.Tensor)
         else type(t).__name__
     )
-    return ValueError(f"GatedMLP (thunder-aot): {name} must be a contiguous CUDA tensor; got a {got}")
+    return ValueError(f"GatedMLP (thunder-aot): {name} must be {expected}; got a {got}")
 
 
 def _check(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight):
     """What the kernels assume of the inputs and the module's tensors; each failure raises a one-line error."""
     if not (isinstance(x, torch.Tensor) and x.is_contiguous() and (x.is_cuda or _INTERPRET)):
-        raise _bad_input("x", x)
+        raise _bad_input("x", x, "a contiguous CUDA tensor")
     if torch.is_grad_enabled() and (
         x.requires_grad
         or t_down_proj_weight.requires_grad
@@ -227,9 +217,10 @@ except ImportError:
 _is_grad_enabled = torch.is_grad_enabled
 _dynamo_compiling = torch.compiler.is_dynamo_compiling
 _tracing = torch.compiler.is_compiling
-#: the first input's shape -> (guard, bucket, whether no tensor requires grad): recorded by _dispatch
-#: at the first call of each shape that passed the checks (the last such call wins), for at most
-#: _FAST_LIMIT shapes. An entry whose tensors require grad serves only calls with gradients off.
+#: the first input's shape -> (guard, bucket, whether no tensor requires grad, device index):
+#: recorded by _dispatch at the first call of each shape that passed the checks (the last such call
+#: wins), for at most _FAST_LIMIT shapes. An entry whose tensors require grad serves only calls with
+#: gradients off. The device index is the tensors' (-1 on CPU, for the interpreter).
 _FAST: dict = {}
 _FAST_LIMIT = 4096
 
@@ -266,6 +257,7 @@ def _dispatch(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight) -> in
             _guard(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight),
             bucket,
             grad_free,
+            x.get_device(),
         )
     return bucket
 
@@ -289,8 +281,12 @@ def forward(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight):
         and fast[0](x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight)
     ):
         bucket = fast[1]
+        _device = fast[3]  # the guard fixed the tensors' device; kernels launch directly on the current one
+        if _device >= 0 and _device != _current_device():
+            _device = -1
     else:
         bucket = _dispatch(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight)
+        _device = _eager_device(x)
     if bucket == 0:
         # bucket 0: [s0=1..512]x256:float32
         s0 = shape_0[0]
@@ -298,40 +294,58 @@ def forward(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight):
         t22 = torch.nn.functional.linear(x, t_gate_proj_weight, None)
         # aotFusion0: neg, exp, add, reciprocal, mul
         t22 = t22.contiguous()
-        _device = _eager_device(t22)
-        t9 = _empty((s0, 512), (512, 1), torch.float32, t22, _device)
-        _raw = (t22.data_ptr(), t9.data_ptr())
-        _launch(
-            bucket0_fusion0_kernel,
-            bucket0_fusion0_compiled,
-            t22.numel() // 512,
-            (t22, t9),
-            _raw,
-            (_raw[0]) & 15,
-            512,
-            512,
-            1,
-            _device,
+        t9 = (
+            _empty_strided_cuda((s0, 512), (512, 1), torch.float32)
+            if _device >= 0
+            else torch.empty((s0, 512), dtype=torch.float32, device=t22.device)
         )
+        _raw = (t22.data_ptr(), t9.data_ptr())
+        _misaligned = (_raw[0]) & 15 != 0
+        _kernel = bucket0_fusion0_compiled.get(_device + _device + _misaligned)
+        # compiled for _device and this alignment: the C launch alone
+        if _kernel is not None:
+            _kernel[1](t22.numel() // 512, 1, 1, _raw_stream(_device), *_kernel[2], *_raw, 512, 512)
+        else:
+            # the first call (compiles), another device, the interpreter, tracing
+            _launch(
+                bucket0_fusion0_kernel,
+                bucket0_fusion0_compiled,
+                t22.numel() // 512,
+                (t22, t9),
+                _raw,
+                _misaligned,
+                512,
+                512,
+                1,
+            )
         # torch/nn/modules/linear.py:134: return F.linear(input, self.weight, self.bias)
         t23 = torch.nn.functional.linear(x, t_up_proj_weight, None)
         # aotFusion1: mul
         t23 = t23.contiguous()
-        _device = _eager_device(t9)
-        input_ = _empty((s0, 512), (512, 1), torch.float32, t9, _device)
-        _raw = (t9.data_ptr(), t23.data_ptr(), input_.data_ptr())
-        _launch(
-            bucket0_fusion1_kernel,
-            bucket0_fusion1_compiled,
-            t9.numel() // 512,
-            (t9, t23, input_),
-            _raw,
-            (_raw[0] | _raw[1]) & 15,
-            512,
-            512,
-            1,
-            _device,
+        input_ = (
+            _empty_strided_cuda((s0, 512), (512, 1), torch.float32)
+            if _device >= 0
+            else torch.empty((s0, 512), dtype=torch.float32, device=t9.device)
         )
+        _raw = (t9.data_ptr(), t23.data_ptr(), input_.data_ptr())
+        _misaligned = (_raw[0] | _raw[1]) & 15 != 0
+        _kernel = bucket0_fusion1_compiled.get(_device + _device + _misaligned)
+        # compiled for _device and this alignment: the C launch alone
+        if _kernel is not None:
+            _kernel[1](t9.numel() // 512, 1, 1, _raw_stream(_device), *_kernel[2], *_raw, 512, 512)
+        else:
+            # the first call (compiles), another device, the interpreter, tracing
+            _launch(
+                bucket0_fusion1_kernel,
+                bucket0_fusion1_compiled,
+                t9.numel() // 512,
+                (t9, t23, input_),
+                _raw,
+                _misaligned,
+                512,
+                512,
+                1,
+            )
         # torch/nn/modules/linear.py:134: return F.linear(input, self.weight, self.bias)
         t24 = torch.nn.functional.linear(input_, t_down_proj_weight, None)
         return t24

@@ -36,19 +36,19 @@ def _no_bucket(gate_up):
     )
 
 
-def _bad_input(name, t):
+def _bad_input(name, t, expected):
     got = (
         f"{t.device} tensor, contiguous={t.is_contiguous()}"
         if isinstance(t, torch.Tensor)
         else type(t).__name__
     )
-    return ValueError(f"GeluGate (thunder-aot): {name} must be a tensor; got a {got}")
+    return ValueError(f"GeluGate (thunder-aot): {name} must be {expected}; got a {got}")
 
 
 def forward(gate_up):
     """GeluGate.forward as a pure function of its inputs, parameters and buffers."""
     if not (isinstance(gate_up, torch.Tensor)):
-        raise _bad_input("gate_up", gate_up)
+        raise _bad_input("gate_up", gate_up, "a tensor")
     shape_0 = gate_up.shape
     dtype_0 = gate_up.dtype
     if dtype_0 is torch.bfloat16 and len(shape_0) == 2 and 1 <= shape_0[0] <= 2048 and shape_0[1] == 2048:

@@ -147,13 +147,13 @@ def _no_autograd():
     )
 
 
-def _bad_input(name, t):
+def _bad_input(name, t, expected):
     got = (
         f"{t.device} tensor, contiguous={t.is_contiguous()}"
         if isinstance(t, torch.Tensor)
         else type(t).__name__
     )
-    return ValueError(f"LayerNorm (thunder-aot): {name} must be a contiguous CUDA tensor; got a {got}")
+    return ValueError(f"LayerNorm (thunder-aot): {name} must be {expected}; got a {got}")
 
 
 def _bad_state(path, t, expected, device):
@@ -167,7 +167,7 @@ def _bad_state(path, t, expected, device):
 def _check(input_, t_bias, t_weight):
     """What the kernels assume of the inputs and the module's tensors; each failure raises a one-line error."""
     if not (isinstance(input_, torch.Tensor) and input_.is_cuda and input_.is_contiguous()):
-        raise _bad_input("input_", input_)
+        raise _bad_input("input_", input_, "a contiguous CUDA tensor")
     if not (
         t_bias.dtype is torch.bfloat16
         and t_bias.get_device() == input_.get_device()
@@ -199,9 +199,10 @@ except ImportError:
 _is_grad_enabled = torch.is_grad_enabled
 _dynamo_compiling = torch.compiler.is_dynamo_compiling
 _tracing = torch.compiler.is_compiling
-#: the first input's shape -> (guard, bucket, whether no tensor requires grad): recorded by _dispatch
-#: at the first call of each shape that passed the checks (the last such call wins), for at most
-#: _FAST_LIMIT shapes. An entry whose tensors require grad serves only calls with gradients off.
+#: the first input's shape -> (guard, bucket, whether no tensor requires grad):
+#: recorded by _dispatch at the first call of each shape that passed the checks (the last such call
+#: wins), for at most _FAST_LIMIT shapes. An entry whose tensors require grad serves only calls with
+#: gradients off.
 _FAST: dict = {}
 _FAST_LIMIT = 4096
 

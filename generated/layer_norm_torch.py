@@ -36,19 +36,19 @@ def _no_bucket(input_):
     )
 
 
-def _bad_input(name, t):
+def _bad_input(name, t, expected):
     got = (
         f"{t.device} tensor, contiguous={t.is_contiguous()}"
         if isinstance(t, torch.Tensor)
         else type(t).__name__
     )
-    return ValueError(f"LayerNorm (thunder-aot): {name} must be a tensor; got a {got}")
+    return ValueError(f"LayerNorm (thunder-aot): {name} must be {expected}; got a {got}")
 
 
 def forward(input_, t_bias, t_weight):
     """LayerNorm.forward as a pure function of its inputs, parameters and buffers."""
     if not (isinstance(input_, torch.Tensor)):
-        raise _bad_input("input_", input_)
+        raise _bad_input("input_", input_, "a tensor")
     shape_0 = input_.shape
     dtype_0 = input_.dtype
     if dtype_0 is torch.bfloat16 and len(shape_0) == 2 and 1 <= shape_0[0] <= 2048 and shape_0[1] == 1024:

@@ -154,13 +154,13 @@ def _no_autograd():
     )
 
 
-def _bad_input(name, t):
+def _bad_input(name, t, expected):
     got = (
         f"{t.device} tensor, contiguous={t.is_contiguous()}"
         if isinstance(t, torch.Tensor)
         else type(t).__name__
     )
-    return ValueError(f"ResidualRMSNorm (thunder-aot): {name} must be a contiguous CUDA tensor; got a {got}")
+    return ValueError(f"ResidualRMSNorm (thunder-aot): {name} must be {expected}; got a {got}")
 
 
 def _bad_state(path, t, expected, device):
@@ -174,9 +174,14 @@ def _bad_state(path, t, expected, device):
 def _check(x, residual, t_norm_weight):
     """What the kernels assume of the inputs and the module's tensors; each failure raises a one-line error."""
     if not (isinstance(x, torch.Tensor) and x.is_cuda and x.is_contiguous()):
-        raise _bad_input("x", x)
-    if not (isinstance(residual, torch.Tensor) and residual.is_cuda and residual.is_contiguous()):
-        raise _bad_input("residual", residual)
+        raise _bad_input("x", x, "a contiguous CUDA tensor")
+    if not (
+        isinstance(residual, torch.Tensor)
+        and residual.is_cuda
+        and residual.is_contiguous()
+        and residual.get_device() == x.get_device()
+    ):
+        raise _bad_input("residual", residual, "a contiguous CUDA tensor on x's device")
     if not (
         t_norm_weight.dtype is torch.float32
         and t_norm_weight.get_device() == x.get_device()
@@ -199,9 +204,10 @@ except ImportError:
 _is_grad_enabled = torch.is_grad_enabled
 _dynamo_compiling = torch.compiler.is_dynamo_compiling
 _tracing = torch.compiler.is_compiling
-#: the first input's shape -> (guard, bucket, whether no tensor requires grad): recorded by _dispatch
-#: at the first call of each shape that passed the checks (the last such call wins), for at most
-#: _FAST_LIMIT shapes. An entry whose tensors require grad serves only calls with gradients off.
+#: the first input's shape -> (guard, bucket, whether no tensor requires grad):
+#: recorded by _dispatch at the first call of each shape that passed the checks (the last such call
+#: wins), for at most _FAST_LIMIT shapes. An entry whose tensors require grad serves only calls with
+#: gradients off.
 _FAST: dict = {}
 _FAST_LIMIT = 4096
 

@@ -39,21 +39,21 @@ def _no_bucket(x, residual):
     )
 
 
-def _bad_input(name, t):
+def _bad_input(name, t, expected):
     got = (
         f"{t.device} tensor, contiguous={t.is_contiguous()}"
         if isinstance(t, torch.Tensor)
         else type(t).__name__
     )
-    return ValueError(f"ResidualRMSNorm (thunder-aot): {name} must be a tensor; got a {got}")
+    return ValueError(f"ResidualRMSNorm (thunder-aot): {name} must be {expected}; got a {got}")
 
 
 def forward(x, residual, t_norm_weight):
     """ResidualRMSNorm.forward as a pure function of its inputs, parameters and buffers."""
     if not (isinstance(x, torch.Tensor)):
-        raise _bad_input("x", x)
+        raise _bad_input("x", x, "a tensor")
     if not (isinstance(residual, torch.Tensor)):
-        raise _bad_input("residual", residual)
+        raise _bad_input("residual", residual, "a tensor")
     shape_0 = x.shape
     dtype_0 = x.dtype
     shape_1 = residual.shape

@@ -40,29 +40,24 @@ _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
     lambda index: torch.cuda.current_stream(index).cuda_stream
 )
 #: an empty tensor on the current CUDA device, as torch.compile's generated code allocates (no
-#: argument parser, no dispatcher: ~1 µs less per call than torch.empty_like on the GPU machine)
+#: argument parser, no dispatcher: ~0.7 µs less per call than torch.empty_like on the GPU machine);
+#: outputs are allocated through it where ``_device`` >= 0 (their inputs are on the current device)
 try:
     from torch._C._dynamo.guards import _empty_strided_cuda
-except ImportError:
-    _empty_strided_cuda = None
+except ImportError:  # a torch without it: the public call, on the current device as well
+
+    def _empty_strided_cuda(sizes: tuple, strides: tuple, dtype):
+        return torch.empty_strided(sizes, strides, dtype=dtype, device="cuda")
 
 
 def _eager_device(t) -> int:
-    """``t``'s CUDA device index when a launch can take the direct path (eager CUDA, not Triton's
-    interpreter or torch.compile's tracing, and ``t`` on the current device), else -1."""
+    """forward's ``_device`` on its checked path: ``t``'s CUDA device index where kernels can launch
+    directly (eager CUDA, not Triton's interpreter or torch.compile's tracing, and ``t`` on the
+    current device), else -1."""
     if _INTERPRET or _compiling():
         return -1
     index = t.get_device()
     return index if index == _current_device() else -1
-
-
-def _empty(sizes: tuple, strides: tuple, dtype, like, device: int):
-    """An output: ``torch.empty(sizes, dtype=dtype)`` on ``like``'s device, contiguous (``strides``);
-    through _empty_strided_cuda where ``device`` (from _eager_device) says that is the current
-    CUDA device."""
-    if device < 0 or _empty_strided_cuda is None:
-        return torch.empty(sizes, dtype=dtype, device=like.device)
-    return _empty_strided_cuda(sizes, strides, dtype)
 
 
 def _compile(kernel, compiled: dict, key: int, args: tuple, n: int, block: int, num_warps: int) -> tuple:
@@ -106,31 +101,26 @@ def _launch(
     rows: int,
     args: tuple,
     raw: tuple,
-    misaligned: int,
+    misaligned: bool,
     n: int,
     block: int,
     num_warps: int,
-    device: int,
 ) -> None:
-    """Launch ``rows`` programs of ``kernel``. ``args``: its tensors and run-time sizes; ``raw``: the
-    same with each tensor as its ``data_ptr()`` (the launcher then neither calls ``data_ptr()`` nor
-    asks the driver about the pointer: the module's checks already ensured CUDA tensors on one
-    device). On CUDA: the kernel compiled for the device and alignment (``compiled``: that kernel's
-    own cache, keyed by device index * 2 + misaligned), launched on the current stream (no JIT
-    argument binding). ``device``: from _eager_device; where it is >= 0 and the kernel is compiled,
-    the launch is all there is."""
-    if device >= 0:
-        entry = compiled.get(device + device + (misaligned != 0))
-        if entry is not None:
-            entry[1](rows, 1, 1, _raw_stream(device), *entry[2], *raw, n, block)
-            return
+    """Launch ``rows`` programs of ``kernel`` where forward's direct launch cannot: the kernel's first
+    call for a device and alignment (it compiles), a device other than the current one, Triton's
+    interpreter, torch.compile's tracing. ``args``: its tensors and run-time sizes; ``raw``: the same
+    with each tensor as its ``data_ptr()`` (the launcher then neither calls ``data_ptr()`` nor asks
+    the driver about the pointer: the module's checks already ensured CUDA tensors on one device).
+    On CUDA: the kernel compiled for the device and alignment (``compiled``: that kernel's own cache,
+    keyed by device index * 2 + misaligned), launched on the current stream (no JIT argument
+    binding)."""
     if _INTERPRET or _compiling():
         # Triton's interpreter on CPU; under torch.compile, the launch that dynamo understands
         # (inductor then compiles the kernel into its own graph as a user-defined Triton kernel)
         kernel[(rows,)](*args, N=n, BLOCK=block, num_warps=num_warps)
         return
     index = args[0].get_device()
-    key = index + index + (misaligned != 0)
+    key = index + index + misaligned
     entry = compiled.get(key)
     if entry is None:
         entry = _compile(kernel, compiled, key, args, n, block, num_warps)
@@ -205,13 +195,13 @@ def _no_autograd():
     )
 
 
-def _bad_input(name, t):
+def _bad_input(name, t, expected):
     got = (
         f"{t.device} tensor, contiguous={t.is_contiguous()}"
         if isinstance(t, torch.Tensor)
         else type(t).__name__
     )
-    return ValueError(f"ResidualRMSNorm (thunder-aot): {name} must be a contiguous CUDA tensor; got a {got}")
+    return ValueError(f"ResidualRMSNorm (thunder-aot): {name} must be {expected}; got a {got}")
 
 
 def _bad_state(path, t, expected, device):
@@ -225,11 +215,14 @@ def _bad_state(path, t, expected, device):
 def _check(x, residual, t_norm_weight):
     """What the kernels assume of the inputs and the module's tensors; each failure raises a one-line error."""
     if not (isinstance(x, torch.Tensor) and x.is_contiguous() and (x.is_cuda or _INTERPRET)):
-        raise _bad_input("x", x)
+        raise _bad_input("x", x, "a contiguous CUDA tensor")
     if not (
-        isinstance(residual, torch.Tensor) and residual.is_contiguous() and (residual.is_cuda or _INTERPRET)
+        isinstance(residual, torch.Tensor)
+        and residual.is_contiguous()
+        and (residual.is_cuda or _INTERPRET)
+        and residual.get_device() == x.get_device()
     ):
-        raise _bad_input("residual", residual)
+        raise _bad_input("residual", residual, "a contiguous CUDA tensor on x's device")
     if not (
         t_norm_weight.dtype is torch.float32
         and t_norm_weight.get_device() == x.get_device()
@@ -252,9 +245,10 @@ except ImportError:
 _is_grad_enabled = torch.is_grad_enabled
 _dynamo_compiling = torch.compiler.is_dynamo_compiling
 _tracing = torch.compiler.is_compiling
-#: the first input's shape -> (guard, bucket, whether no tensor requires grad): recorded by _dispatch
-#: at the first call of each shape that passed the checks (the last such call wins), for at most
-#: _FAST_LIMIT shapes. An entry whose tensors require grad serves only calls with gradients off.
+#: the first input's shape -> (guard, bucket, whether no tensor requires grad, device index):
+#: recorded by _dispatch at the first call of each shape that passed the checks (the last such call
+#: wins), for at most _FAST_LIMIT shapes. An entry whose tensors require grad serves only calls with
+#: gradients off. The device index is the tensors' (-1 on CPU, for the interpreter).
 _FAST: dict = {}
 _FAST_LIMIT = 4096
 
@@ -295,7 +289,7 @@ def _dispatch(x, residual, t_norm_weight) -> int:
         raise _no_bucket(x, residual)
     if _TensorGuards is not None and not _tracing() and (shape_0 in _FAST or len(_FAST) < _FAST_LIMIT):
         grad_free = not (x.requires_grad or residual.requires_grad or t_norm_weight.requires_grad)
-        _FAST[shape_0] = (_guard(x, residual, t_norm_weight), bucket, grad_free)
+        _FAST[shape_0] = (_guard(x, residual, t_norm_weight), bucket, grad_free, x.get_device())
     return bucket
 
 
@@ -318,15 +312,26 @@ def forward(x, residual, t_norm_weight):
         and fast[0](x, residual, t_norm_weight)
     ):
         bucket = fast[1]
+        _device = fast[3]  # the guard fixed the tensors' device; kernels launch directly on the current one
+        if _device >= 0 and _device != _current_device():
+            _device = -1
     else:
         bucket = _dispatch(x, residual, t_norm_weight)
+        _device = _eager_device(x)
     if bucket == 0:
         # bucket 0: 1x[S=1..2048]x2880:bfloat16, 1x[S]x2880:bfloat16
         S = shape_0[1]
         # aotFusion0: convert_element_type, convert_element_type, add, convert_element_type, convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
-        _device = _eager_device(x)
-        hidden_states = _empty((1, S, 2880), (2880 * S, 2880, 1), torch.bfloat16, x, _device)
-        t21 = _empty((1, S, 2880), (2880 * S, 2880, 1), torch.bfloat16, x, _device)
+        hidden_states = (
+            _empty_strided_cuda((1, S, 2880), (2880 * S, 2880, 1), torch.bfloat16)
+            if _device >= 0
+            else torch.empty((1, S, 2880), dtype=torch.bfloat16, device=x.device)
+        )
+        t21 = (
+            _empty_strided_cuda((1, S, 2880), (2880 * S, 2880, 1), torch.bfloat16)
+            if _device >= 0
+            else torch.empty((1, S, 2880), dtype=torch.bfloat16, device=x.device)
+        )
         _raw = (
             x.data_ptr(),
             residual.data_ptr(),
@@ -334,18 +339,24 @@ def forward(x, residual, t_norm_weight):
             hidden_states.data_ptr(),
             t21.data_ptr(),
         )
-        _launch(
-            bucket0_fusion0_kernel,
-            bucket0_fusion0_compiled,
-            x.numel() // 2880,
-            (x, residual, t_norm_weight, hidden_states, t21),
-            _raw,
-            (_raw[0] | _raw[1] | _raw[2]) & 15,
-            2880,
-            4096,
-            4,
-            _device,
-        )
+        _misaligned = (_raw[0] | _raw[1] | _raw[2]) & 15 != 0
+        _kernel = bucket0_fusion0_compiled.get(_device + _device + _misaligned)
+        # compiled for _device and this alignment: the C launch alone
+        if _kernel is not None:
+            _kernel[1](x.numel() // 2880, 1, 1, _raw_stream(_device), *_kernel[2], *_raw, 2880, 4096)
+        else:
+            # the first call (compiles), another device, the interpreter, tracing
+            _launch(
+                bucket0_fusion0_kernel,
+                bucket0_fusion0_compiled,
+                x.numel() // 2880,
+                (x, residual, t_norm_weight, hidden_states, t21),
+                _raw,
+                _misaligned,
+                2880,
+                4096,
+                4,
+            )
         return t21, hidden_states
 
 

@@ -251,13 +251,13 @@ def _no_autograd():
     )
 
 
-def _bad_input(name, t):
+def _bad_input(name, t, expected):
     got = (
         f"{t.device} tensor, contiguous={t.is_contiguous()}"
         if isinstance(t, torch.Tensor)
         else type(t).__name__
     )
-    return ValueError(f"GptOssRMSNorm (thunder-aot): {name} must be a contiguous CUDA tensor; got a {got}")
+    return ValueError(f"GptOssRMSNorm (thunder-aot): {name} must be {expected}; got a {got}")
 
 
 def _bad_state(path, t, expected, device):
@@ -273,7 +273,7 @@ def _check(hidden_states, t_weight):
     if not (
         isinstance(hidden_states, torch.Tensor) and hidden_states.is_cuda and hidden_states.is_contiguous()
     ):
-        raise _bad_input("hidden_states", hidden_states)
+        raise _bad_input("hidden_states", hidden_states, "a contiguous CUDA tensor")
     if not (
         t_weight.dtype is torch.float32
         and t_weight.get_device() == hidden_states.get_device()
@@ -299,9 +299,10 @@ except ImportError:
 _is_grad_enabled = torch.is_grad_enabled
 _dynamo_compiling = torch.compiler.is_dynamo_compiling
 _tracing = torch.compiler.is_compiling
-#: the first input's shape -> (guard, bucket, whether no tensor requires grad): recorded by _dispatch
-#: at the first call of each shape that passed the checks (the last such call wins), for at most
-#: _FAST_LIMIT shapes. An entry whose tensors require grad serves only calls with gradients off.
+#: the first input's shape -> (guard, bucket, whether no tensor requires grad):
+#: recorded by _dispatch at the first call of each shape that passed the checks (the last such call
+#: wins), for at most _FAST_LIMIT shapes. An entry whose tensors require grad serves only calls with
+#: gradients off.
 _FAST: dict = {}
 _FAST_LIMIT = 4096
 

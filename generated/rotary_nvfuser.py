@@ -157,23 +157,33 @@ def _no_autograd():
     )
 
 
-def _bad_input(name, t):
+def _bad_input(name, t, expected):
     got = (
         f"{t.device} tensor, contiguous={t.is_contiguous()}"
         if isinstance(t, torch.Tensor)
         else type(t).__name__
     )
-    return ValueError(f"RotaryEmbedding (thunder-aot): {name} must be a contiguous CUDA tensor; got a {got}")
+    return ValueError(f"RotaryEmbedding (thunder-aot): {name} must be {expected}; got a {got}")
 
 
 def _check(x, cos, sin):
     """What the kernels assume of the inputs and the module's tensors; each failure raises a one-line error."""
     if not (isinstance(x, torch.Tensor) and x.is_cuda and x.is_contiguous()):
-        raise _bad_input("x", x)
-    if not (isinstance(cos, torch.Tensor) and cos.is_cuda and cos.is_contiguous()):
-        raise _bad_input("cos", cos)
-    if not (isinstance(sin, torch.Tensor) and sin.is_cuda and sin.is_contiguous()):
-        raise _bad_input("sin", sin)
+        raise _bad_input("x", x, "a contiguous CUDA tensor")
+    if not (
+        isinstance(cos, torch.Tensor)
+        and cos.is_cuda
+        and cos.is_contiguous()
+        and cos.get_device() == x.get_device()
+    ):
+        raise _bad_input("cos", cos, "a contiguous CUDA tensor on x's device")
+    if not (
+        isinstance(sin, torch.Tensor)
+        and sin.is_cuda
+        and sin.is_contiguous()
+        and sin.get_device() == x.get_device()
+    ):
+        raise _bad_input("sin", sin, "a contiguous CUDA tensor on x's device")
     if torch.is_grad_enabled() and (x.requires_grad or cos.requires_grad or sin.requires_grad):
         raise _no_autograd()
 
@@ -187,9 +197,10 @@ except ImportError:
 _is_grad_enabled = torch.is_grad_enabled
 _dynamo_compiling = torch.compiler.is_dynamo_compiling
 _tracing = torch.compiler.is_compiling
-#: the first input's shape -> (guard, bucket, whether no tensor requires grad): recorded by _dispatch
-#: at the first call of each shape that passed the checks (the last such call wins), for at most
-#: _FAST_LIMIT shapes. An entry whose tensors require grad serves only calls with gradients off.
+#: the first input's shape -> (guard, bucket, whether no tensor requires grad):
+#: recorded by _dispatch at the first call of each shape that passed the checks (the last such call
+#: wins), for at most _FAST_LIMIT shapes. An entry whose tensors require grad serves only calls with
+#: gradients off.
 _FAST: dict = {}
 _FAST_LIMIT = 4096
 

@@ -40,23 +40,23 @@ def _no_bucket(x, cos, sin):
     )
 
 
-def _bad_input(name, t):
+def _bad_input(name, t, expected):
     got = (
         f"{t.device} tensor, contiguous={t.is_contiguous()}"
         if isinstance(t, torch.Tensor)
         else type(t).__name__
     )
-    return ValueError(f"RotaryEmbedding (thunder-aot): {name} must be a tensor; got a {got}")
+    return ValueError(f"RotaryEmbedding (thunder-aot): {name} must be {expected}; got a {got}")
 
 
 def forward(x, cos, sin):
     """RotaryEmbedding.forward as a pure function of its inputs, parameters and buffers."""
     if not (isinstance(x, torch.Tensor)):
-        raise _bad_input("x", x)
+        raise _bad_input("x", x, "a tensor")
     if not (isinstance(cos, torch.Tensor)):
-        raise _bad_input("cos", cos)
+        raise _bad_input("cos", cos, "a tensor")
     if not (isinstance(sin, torch.Tensor)):
-        raise _bad_input("sin", sin)
+        raise _bad_input("sin", sin, "a tensor")
     shape_0 = x.shape
     dtype_0 = x.dtype
     shape_1 = cos.shape

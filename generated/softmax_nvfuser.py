@@ -194,23 +194,26 @@ def _no_autograd():
     )
 
 
-def _bad_input(name, t):
+def _bad_input(name, t, expected):
     got = (
         f"{t.device} tensor, contiguous={t.is_contiguous()}"
         if isinstance(t, torch.Tensor)
         else type(t).__name__
     )
-    return ValueError(
-        f"ScaledMaskedSoftmax (thunder-aot): {name} must be a contiguous CUDA tensor; got a {got}"
-    )
+    return ValueError(f"ScaledMaskedSoftmax (thunder-aot): {name} must be {expected}; got a {got}")
 
 
 def _check(scores, mask_):
     """What the kernels assume of the inputs and the module's tensors; each failure raises a one-line error."""
     if not (isinstance(scores, torch.Tensor) and scores.is_cuda and scores.is_contiguous()):
-        raise _bad_input("scores", scores)
-    if not (isinstance(mask_, torch.Tensor) and mask_.is_cuda and mask_.is_contiguous()):
-        raise _bad_input("mask_", mask_)
+        raise _bad_input("scores", scores, "a contiguous CUDA tensor")
+    if not (
+        isinstance(mask_, torch.Tensor)
+        and mask_.is_cuda
+        and mask_.is_contiguous()
+        and mask_.get_device() == scores.get_device()
+    ):
+        raise _bad_input("mask_", mask_, "a contiguous CUDA tensor on scores's device")
     if torch.is_grad_enabled() and (scores.requires_grad or mask_.requires_grad):
         raise _no_autograd()
 
@@ -224,9 +227,10 @@ except ImportError:
 _is_grad_enabled = torch.is_grad_enabled
 _dynamo_compiling = torch.compiler.is_dynamo_compiling
 _tracing = torch.compiler.is_compiling
-#: the first input's shape -> (guard, bucket, whether no tensor requires grad): recorded by _dispatch
-#: at the first call of each shape that passed the checks (the last such call wins), for at most
-#: _FAST_LIMIT shapes. An entry whose tensors require grad serves only calls with gradients off.
+#: the first input's shape -> (guard, bucket, whether no tensor requires grad):
+#: recorded by _dispatch at the first call of each shape that passed the checks (the last such call
+#: wins), for at most _FAST_LIMIT shapes. An entry whose tensors require grad serves only calls with
+#: gradients off.
 _FAST: dict = {}
 _FAST_LIMIT = 4096
 

@@ -43,21 +43,21 @@ def _no_bucket(scores, mask_):
     )
 
 
-def _bad_input(name, t):
+def _bad_input(name, t, expected):
     got = (
         f"{t.device} tensor, contiguous={t.is_contiguous()}"
         if isinstance(t, torch.Tensor)
         else type(t).__name__
     )
-    return ValueError(f"ScaledMaskedSoftmax (thunder-aot): {name} must be a tensor; got a {got}")
+    return ValueError(f"ScaledMaskedSoftmax (thunder-aot): {name} must be {expected}; got a {got}")
 
 
 def forward(scores, mask_):
     """ScaledMaskedSoftmax.forward as a pure function of its inputs, parameters and buffers."""
     if not (isinstance(scores, torch.Tensor)):
-        raise _bad_input("scores", scores)
+        raise _bad_input("scores", scores, "a tensor")
     if not (isinstance(mask_, torch.Tensor)):
-        raise _bad_input("mask_", mask_)
+        raise _bad_input("mask_", mask_, "a tensor")
     shape_0 = scores.shape
     dtype_0 = scores.dtype
     shape_1 = mask_.shape

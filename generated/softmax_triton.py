@@ -44,29 +44,24 @@ _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
     lambda index: torch.cuda.current_stream(index).cuda_stream
 )
 #: an empty tensor on the current CUDA device, as torch.compile's generated code allocates (no
-#: argument parser, no dispatcher: ~1 µs less per call than torch.empty_like on the GPU machine)
+#: argument parser, no dispatcher: ~0.7 µs less per call than torch.empty_like on the GPU machine);
+#: outputs are allocated through it where ``_device`` >= 0 (their inputs are on the current device)
 try:
     from torch._C._dynamo.guards import _empty_strided_cuda
-except ImportError:
-    _empty_strided_cuda = None
+except ImportError:  # a torch without it: the public call, on the current device as well
+
+    def _empty_strided_cuda(sizes: tuple, strides: tuple, dtype):
+        return torch.empty_strided(sizes, strides, dtype=dtype, device="cuda")
 
 
 def _eager_device(t) -> int:
-    """``t``'s CUDA device index when a launch can take the direct path (eager CUDA, not Triton's
-    interpreter or torch.compile's tracing, and ``t`` on the current device), else -1."""
+    """forward's ``_device`` on its checked path: ``t``'s CUDA device index where kernels can launch
+    directly (eager CUDA, not Triton's interpreter or torch.compile's tracing, and ``t`` on the
+    current device), else -1."""
     if _INTERPRET or _compiling():
         return -1
     index = t.get_device()
     return index if index == _current_device() else -1
-
-
-def _empty(sizes: tuple, strides: tuple, dtype, like, device: int):
-    """An output: ``torch.empty(sizes, dtype=dtype)`` on ``like``'s device, contiguous (``strides``);
-    through _empty_strided_cuda where ``device`` (from _eager_device) says that is the current
-    CUDA device."""
-    if device < 0 or _empty_strided_cuda is None:
-        return torch.empty(sizes, dtype=dtype, device=like.device)
-    return _empty_strided_cuda(sizes, strides, dtype)
 
 
 def _compile(kernel, compiled: dict, key: int, args: tuple, n: int, block: int, num_warps: int) -> tuple:
@@ -110,31 +105,26 @@ def _launch(
     rows: int,
     args: tuple,
     raw: tuple,
-    misaligned: int,
+    misaligned: bool,
     n: int,
     block: int,
     num_warps: int,
-    device: int,
 ) -> None:
-    """Launch ``rows`` programs of ``kernel``. ``args``: its tensors and run-time sizes; ``raw``: the
-    same with each tensor as its ``data_ptr()`` (the launcher then neither calls ``data_ptr()`` nor
-    asks the driver about the pointer: the module's checks already ensured CUDA tensors on one
-    device). On CUDA: the kernel compiled for the device and alignment (``compiled``: that kernel's
-    own cache, keyed by device index * 2 + misaligned), launched on the current stream (no JIT
-    argument binding). ``device``: from _eager_device; where it is >= 0 and the kernel is compiled,
-    the launch is all there is."""
-    if device >= 0:
-        entry = compiled.get(device + device + (misaligned != 0))
-        if entry is not None:
-            entry[1](rows, 1, 1, _raw_stream(device), *entry[2], *raw, n, block)
-            return
+    """Launch ``rows`` programs of ``kernel`` where forward's direct launch cannot: the kernel's first
+    call for a device and alignment (it compiles), a device other than the current one, Triton's
+    interpreter, torch.compile's tracing. ``args``: its tensors and run-time sizes; ``raw``: the same
+    with each tensor as its ``data_ptr()`` (the launcher then neither calls ``data_ptr()`` nor asks
+    the driver about the pointer: the module's checks already ensured CUDA tensors on one device).
+    On CUDA: the kernel compiled for the device and alignment (``compiled``: that kernel's own cache,
+    keyed by device index * 2 + misaligned), launched on the current stream (no JIT argument
+    binding)."""
     if _INTERPRET or _compiling():
         # Triton's interpreter on CPU; under torch.compile, the launch that dynamo understands
         # (inductor then compiles the kernel into its own graph as a user-defined Triton kernel)
         kernel[(rows,)](*args, N=n, BLOCK=block, num_warps=num_warps)
         return
     index = args[0].get_device()
-    key = index + index + (misaligned != 0)
+    key = index + index + misaligned
     entry = compiled.get(key)
     if entry is None:
         entry = _compile(kernel, compiled, key, args, n, block, num_warps)
@@ -218,23 +208,26 @@ def _no_autograd():
     )
 
 
-def _bad_input(name, t):
+def _bad_input(name, t, expected):
     got = (
         f"{t.device} tensor, contiguous={t.is_contiguous()}"
         if isinstance(t, torch.Tensor)
         else type(t).__name__
     )
-    return ValueError(
-        f"ScaledMaskedSoftmax (thunder-aot): {name} must be a contiguous CUDA tensor; got a {got}"
-    )
+    return ValueError(f"ScaledMaskedSoftmax (thunder-aot): {name} must be {expected}; got a {got}")
 
 
 def _check(scores, mask_):
     """What the kernels assume of the inputs and the module's tensors; each failure raises a one-line error."""
     if not (isinstance(scores, torch.Tensor) and scores.is_contiguous() and (scores.is_cuda or _INTERPRET)):
-        raise _bad_input("scores", scores)
-    if not (isinstance(mask_, torch.Tensor) and mask_.is_contiguous() and (mask_.is_cuda or _INTERPRET)):
-        raise _bad_input("mask_", mask_)
+        raise _bad_input("scores", scores, "a contiguous CUDA tensor")
+    if not (
+        isinstance(mask_, torch.Tensor)
+        and mask_.is_contiguous()
+        and (mask_.is_cuda or _INTERPRET)
+        and mask_.get_device() == scores.get_device()
+    ):
+        raise _bad_input("mask_", mask_, "a contiguous CUDA tensor on scores's device")
     if torch.is_grad_enabled() and (scores.requires_grad or mask_.requires_grad):
         raise _no_autograd()
 
@@ -248,9 +241,10 @@ except ImportError:
 _is_grad_enabled = torch.is_grad_enabled
 _dynamo_compiling = torch.compiler.is_dynamo_compiling
 _tracing = torch.compiler.is_compiling
-#: the first input's shape -> (guard, bucket, whether no tensor requires grad): recorded by _dispatch
-#: at the first call of each shape that passed the checks (the last such call wins), for at most
-#: _FAST_LIMIT shapes. An entry whose tensors require grad serves only calls with gradients off.
+#: the first input's shape -> (guard, bucket, whether no tensor requires grad, device index):
+#: recorded by _dispatch at the first call of each shape that passed the checks (the last such call
+#: wins), for at most _FAST_LIMIT shapes. An entry whose tensors require grad serves only calls with
+#: gradients off. The device index is the tensors' (-1 on CPU, for the interpreter).
 _FAST: dict = {}
 _FAST_LIMIT = 4096
 
@@ -300,7 +294,7 @@ def _dispatch(scores, mask_) -> int:
         raise _no_bucket(scores, mask_)
     if _TensorGuards is not None and not _tracing() and (shape_0 in _FAST or len(_FAST) < _FAST_LIMIT):
         grad_free = not (scores.requires_grad or mask_.requires_grad)
-        _FAST[shape_0] = (_guard(scores, mask_), bucket, grad_free)
+        _FAST[shape_0] = (_guard(scores, mask_), bucket, grad_free, scores.get_device())
     return bucket
 
 
@@ -323,47 +317,78 @@ def forward(scores, mask_):
         and fast[0](scores, mask_)
     ):
         bucket = fast[1]
+        _device = fast[3]  # the guard fixed the tensors' device; kernels launch directly on the current one
+        if _device >= 0 and _device != _current_device():
+            _device = -1
     else:
         bucket = _dispatch(scores, mask_)
+        _device = _eager_device(scores)
     if bucket == 0:
         # bucket 0: 1x8x1x1:bfloat16, 1x1x1x1:float32
         # aotFusion0: convert_element_type, mul, broadcast_in_dim, add, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, div, shallow_copy, convert_element_type
-        _device = _eager_device(scores)
-        t18 = _empty((1, 8, 1, 1), (8, 1, 1, 1), torch.bfloat16, scores, _device)
-        _raw = (scores.data_ptr(), mask_.data_ptr(), t18.data_ptr())
-        _launch(
-            bucket0_fusion0_kernel,
-            bucket0_fusion0_compiled,
-            scores.numel() // 1,
-            (scores, mask_, t18),
-            _raw,
-            (_raw[0] | _raw[1]) & 15,
-            1,
-            1,
-            1,
-            _device,
+        t18 = (
+            _empty_strided_cuda((1, 8, 1, 1), (8, 1, 1, 1), torch.bfloat16)
+            if _device >= 0
+            else torch.empty((1, 8, 1, 1), dtype=torch.bfloat16, device=scores.device)
         )
+        _raw = (scores.data_ptr(), mask_.data_ptr(), t18.data_ptr())
+        _misaligned = (_raw[0] | _raw[1]) & 15 != 0
+        _kernel = bucket0_fusion0_compiled.get(_device + _device + _misaligned)
+        # compiled for _device and this alignment: the C launch alone
+        if _kernel is not None:
+            _kernel[1](scores.numel() // 1, 1, 1, _raw_stream(_device), *_kernel[2], *_raw, 1, 1)
+        else:
+            # the first call (compiles), another device, the interpreter, tracing
+            _launch(
+                bucket0_fusion0_kernel,
+                bucket0_fusion0_compiled,
+                scores.numel() // 1,
+                (scores, mask_, t18),
+                _raw,
+                _misaligned,
+                1,
+                1,
+                1,
+            )
         return t18
     if bucket == 1:
         # bucket 1: 1x8x[S=2..512]x[S]:bfloat16, 1x1x[S]x[S]:float32
         S = shape_0[2]
         # aotFusion0: convert_element_type, mul, broadcast_in_dim, add, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, broadcast_in_dim, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, broadcast_in_dim, div, shallow_copy, convert_element_type
         S = scores.shape[2]
-        _device = _eager_device(scores)
-        t20 = _empty((1, 8, S, S), (S * S * 8, S * S, S, 1), torch.bfloat16, scores, _device)
-        _raw = (scores.data_ptr(), mask_.data_ptr(), t20.data_ptr(), S)
-        _launch(
-            bucket1_fusion0_kernel,
-            bucket1_fusion0_compiled,
-            scores.numel() // scores.shape[-1],
-            (scores, mask_, t20, S),
-            _raw,
-            (_raw[0] | _raw[1]) & 15,
-            scores.shape[-1],
-            512,
-            1,
-            _device,
+        t20 = (
+            _empty_strided_cuda((1, 8, S, S), (S * S * 8, S * S, S, 1), torch.bfloat16)
+            if _device >= 0
+            else torch.empty((1, 8, S, S), dtype=torch.bfloat16, device=scores.device)
         )
+        _raw = (scores.data_ptr(), mask_.data_ptr(), t20.data_ptr(), S)
+        _misaligned = (_raw[0] | _raw[1]) & 15 != 0
+        _kernel = bucket1_fusion0_compiled.get(_device + _device + _misaligned)
+        # compiled for _device and this alignment: the C launch alone
+        if _kernel is not None:
+            _kernel[1](
+                scores.numel() // scores.shape[-1],
+                1,
+                1,
+                _raw_stream(_device),
+                *_kernel[2],
+                *_raw,
+                scores.shape[-1],
+                512,
+            )
+        else:
+            # the first call (compiles), another device, the interpreter, tracing
+            _launch(
+                bucket1_fusion0_kernel,
+                bucket1_fusion0_compiled,
+                scores.numel() // scores.shape[-1],
+                (scores, mask_, t20, S),
+                _raw,
+                _misaligned,
+                scores.shape[-1],
+                512,
+                1,
+            )
         return t20
 
 

@@ -36,19 +36,19 @@ def _no_bucket(logits):
     )
 
 
-def _bad_input(name, t):
+def _bad_input(name, t, expected):
     got = (
         f"{t.device} tensor, contiguous={t.is_contiguous()}"
         if isinstance(t, torch.Tensor)
         else type(t).__name__
     )
-    return ValueError(f"TemperatureSoftmax (thunder-aot): {name} must be a tensor; got a {got}")
+    return ValueError(f"TemperatureSoftmax (thunder-aot): {name} must be {expected}; got a {got}")
 
 
 def forward(logits):
     """TemperatureSoftmax.forward as a pure function of its inputs, parameters and buffers."""
     if not (isinstance(logits, torch.Tensor)):
-        raise _bad_input("logits", logits)
+        raise _bad_input("logits", logits, "a tensor")
     shape_0 = logits.shape
     dtype_0 = logits.dtype
     if dtype_0 is torch.bfloat16 and len(shape_0) == 2 and 1 <= shape_0[0] <= 64 and shape_0[1] == 32000:

@@ -36,19 +36,19 @@ def _no_bucket(hidden_states):
     )
 
 
-def _bad_input(name, t):
+def _bad_input(name, t, expected):
     got = (
         f"{t.device} tensor, contiguous={t.is_contiguous()}"
         if isinstance(t, torch.Tensor)
         else type(t).__name__
     )
-    return ValueError(f"GptOssRMSNorm (thunder-aot): {name} must be a tensor; got a {got}")
+    return ValueError(f"GptOssRMSNorm (thunder-aot): {name} must be {expected}; got a {got}")
 
 
 def forward(hidden_states, t_weight):
     """GptOssRMSNorm.forward as a pure function of its inputs, parameters and buffers."""
     if not (isinstance(hidden_states, torch.Tensor)):
-        raise _bad_input("hidden_states", hidden_states)
+        raise _bad_input("hidden_states", hidden_states, "a tensor")
     shape_0 = hidden_states.shape
     dtype_0 = hidden_states.dtype
     if (

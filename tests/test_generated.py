@@ -284,3 +284,18 @@ def test_a_forward_replaced_on_the_instance_or_overridden_in_a_subclass_is_the_o
 
     with torch.no_grad():
         compare(source(x) * 2, Doubled.from_module(source)(x), "forward overridden in a subclass")
+
+
+@pytest.mark.parametrize("backend", ["nvfuser", "triton"])
+def test_kernel_inputs_after_the_first_must_be_on_its_device(backend):
+    """A kernel is launched on the first input's GPU and reads every input as a raw pointer: the
+    checks refuse another GPU's tensor (run on two GPUs by tests/test_gpu.py)."""
+    text = (ROOT / "generated" / f"rotary_{backend}.py").read_text()
+    check = next(n for n in ast.parse(text).body if isinstance(n, ast.FunctionDef) and n.name == "_check")
+    tests = {ast.unparse(n.exc.args[0]): ast.unparse(parent.test) for parent in ast.walk(check) if isinstance(parent, ast.If)
+             for n in parent.body if isinstance(n, ast.Raise) and getattr(n.exc.func, "id", "") == "_bad_input"}
+    assert set(tests) == {"'x'", "'cos'", "'sin'"}
+    assert "get_device()" not in tests["'x'"]
+    for name in ("cos", "sin"):
+        assert f"{name}.get_device() == x.get_device()" in tests[f"'{name}'"]
+        assert f'raise _bad_input("{name}", {name}, "a contiguous CUDA tensor on x\'s device")' in text

@@ -123,6 +123,29 @@ def test_inputs_on_the_second_gpu(backend):
 
 
 @pytest.mark.parametrize("backend", ["nvfuser", "triton"])
+def test_an_input_on_another_gpu_than_the_first_is_refused(backend):
+    """A kernel launched on x's GPU must not be handed another GPU's memory: cos or sin on the other
+    GPU gets one clear error, also once the shape's guard is recorded (the guard checks every
+    tensor's device), and the GPUs stay healthy."""
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs (the nvidia-h200-x2 machine)")
+    module = resolve_module("thunder_aot.examples.blocks:rotary_embedding").cuda()
+    gen = _load("rotary", backend)
+    aot = getattr(gen, type(module).__name__).from_module(module)
+    x = torch.randn(1, 8, 20, 64, device="cuda:0", dtype=torch.bfloat16)
+    cos, sin = (torch.randn(1, 1, 20, 64, device="cuda:0", dtype=torch.bfloat16) for _ in range(2))
+    with torch.no_grad():
+        compare(module(x, cos, sin), aot(x, cos, sin), f"{backend} rotary before")  # records the guard
+        for what, args in (("cos", (x, cos.to("cuda:1"), sin)), ("sin", (x, cos, sin.to("cuda:1")))):
+            with pytest.raises(ValueError) as info:
+                aot(*args)
+            assert f"{what} must be a contiguous CUDA tensor on x's device; got a cuda:1 tensor" in str(info.value)
+        torch.cuda.synchronize(0)
+        torch.cuda.synchronize(1)
+        compare(module(x, cos, sin), aot(x, cos, sin), f"{backend} rotary after")
+
+
+@pytest.mark.parametrize("backend", ["nvfuser", "triton"])
 def test_first_calls_from_many_threads_at_once(backend):
     """Per-size FusionDefinitions / per-device Triton compiles are created lazily: eight threads
     making their first calls at once (four sizes, two threads each) all get right results."""

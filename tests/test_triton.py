@@ -44,6 +44,8 @@ def sizes_of(text: str) -> set[str]:
 
 @pytest.mark.parametrize("stem", IDS)
 def test_kernel_structure(stem):
+    import torch
+
     text = (ROOT / "generated" / f"{stem}_triton.py").read_text()
     tree = ast.parse(text)
     kernels = [
@@ -73,24 +75,61 @@ def test_kernel_structure(stem):
         for accumulate in re.findall(r"(\w+_acc) = (.*)", body):  # looped: every update masks its chunk
             assert accumulate[1].startswith("tl.full(") or "tl.where(mask," in accumulate[1], accumulate
     # CUDA: the compiled kernel's launcher (its C launch function, or CompiledKernel.run where the
-    # kernel needs scratch memory), no JIT binding; tensors reach it as data_ptr() ints
+    # kernel needs scratch memory), no JIT binding; tensors reach it as data_ptr() ints. forward
+    # launches directly where the kernel is compiled for _device and the inputs' alignment, else
+    # through _launch (which compiles, and serves the interpreter, tracing and other devices)
     assert ("entry[1](rows, 1, 1, _raw_stream(index), *entry[2], *raw, n, block)" in text) == bool(kernels)
-    assert ("entry[1](rows, 1, 1, _raw_stream(device), *entry[2], *raw, n, block)" in text) == bool(kernels)
     forward = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "forward")
-    raws = [n.value for n in ast.walk(forward) if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "_raw"]
+    forward_text = ast.unparse(forward)
+    branches = [n for n in ast.walk(forward) if isinstance(n, ast.If) and ast.unparse(n.test) == "_kernel is not None"]
     launches = [n for n in ast.walk(forward) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "_launch"]
-    assert len(raws) == len(launches)
-    for raw, launch in zip(raws, launches):  # _raw is the launch's args with each tensor as its data_ptr()
-        assert ast.unparse(launch.args[4]) == "_raw"
-        args = [ast.unparse(a) for a in launch.args[3].elts]
-        assert [ast.unparse(r) for r in raw.elts] == [a if a in sizes_of(text) else f"{a}.data_ptr()" for a in args]
-    # outputs are allocated only through what tests.helpers.poisoned_outputs poisons
-    allocators = set(re.findall(r"torch\.(empty\w*|zeros\w*|ones\w*|full\w*|new_\w+)\(", text))
+    assert len(branches) == len(launches) == forward_text.count("_kernel = ")
+    body = [n for n in ast.walk(forward) if isinstance(n, (ast.If, ast.FunctionDef))]
+    for branch in branches:
+        (direct,), (general,) = branch.body, branch.orelse
+        launch, direct = general.value, direct.value
+        assert launch in launches and ast.unparse(direct.func) == "_kernel[1]"
+        kernel, compiled, rows, args, raw, misaligned, n, block, _ = [ast.unparse(a) for a in launch.args]
+        assert (raw, misaligned) == ("_raw", "_misaligned") and compiled == kernel.replace("_kernel", "_compiled")
+        assert ast.unparse(direct) == f"_kernel[1]({rows}, 1, 1, _raw_stream(_device), *_kernel[2], *_raw, {n}, {block})"
+        # the statements before the branch, in the same block: _raw (the launch's args with each
+        # tensor as its data_ptr()), _misaligned (the inputs' pointers only), the compiled kernel
+        block_of = next(b for b in body for field in ("body", "orelse") if branch in getattr(b, field, []))
+        stmts = block_of.body if branch in block_of.body else block_of.orelse
+        at = stmts.index(branch)
+        raw_stmt, misaligned_stmt, kernel_stmt = [ast.unparse(s) for s in stmts[at - 3 : at]]
+        raw_args = [a if a in sizes_of(text) else f"{a}.data_ptr()" for a in map(ast.unparse, launch.args[3].elts)]
+        assert raw_stmt == f"_raw = ({', '.join(raw_args)}{',' if len(raw_args) == 1 else ''})", raw_stmt
+        # an input off a 16-byte boundary gets its own kernel: every input's pointer is tested, no output's
+        outputs, before = set(), at - 4  # this region's allocations: right before its _raw
+        while before >= 0 and isinstance(stmts[before], ast.Assign) and isinstance(stmts[before].value, ast.IfExp):
+            outputs.add(ast.unparse(stmts[before].targets[0]))
+            before -= 1
+        assert outputs
+        tensors = [ast.unparse(e) for e in launch.args[3].elts if ast.unparse(e) not in sizes_of(text)]
+        tested = [tensors[int(i)] for i in re.findall(r"_raw\[(\d+)\]", misaligned_stmt)]
+        assert sorted(tested) == sorted(t for t in tensors if t not in outputs) and misaligned_stmt.endswith(" & 15 != 0")
+        assert kernel_stmt == f"_kernel = {compiled}.get(_device + _device + _misaligned)"
+    # _device: once per call, from the guard's entry on the fast path, from _eager_device otherwise
+    if kernels:
+        assert forward_text.count("_device = _eager_device(") == 1 and "_device = fast[3]" in forward_text
+    # outputs are allocated only through what tests.helpers.poisoned_outputs poisons: on the direct
+    # path _empty_strided_cuda with the contiguous strides of its sizes, otherwise torch.empty
+    # (the fallback that stands in for _empty_strided_cuda on a torch without it is that name too)
+    fallback = re.search(r"\n    def _empty_strided_cuda\(.*?\n\n", text, re.S)
+    rest = text.replace(fallback[0], "") if fallback else text
+    allocators = set(re.findall(r"torch\.(empty\w*|zeros\w*|ones\w*|full\w*|new_\w+)\(", rest))
     assert allocators <= {"empty", "empty_like"}, allocators
-    assert not re.search(r"_empty_strided_cuda\(", forward_text := ast.unparse(forward)), "allocate through _empty_like"
-    assert all(launch.args[-1].id == "_device" for launch in launches) and (
-        forward_text.count("_device = _eager_device(") == len(launches)
-    )
+    allocations = [n.value for n in ast.walk(forward) if isinstance(n, ast.Assign) and isinstance(n.value, ast.IfExp)]
+    assert len(allocations) == forward_text.count("_empty_strided_cuda(") >= len(launches)
+    for a in allocations:
+        assert ast.unparse(a.test) == "_device >= 0" and ast.unparse(a.body.func) == "_empty_strided_cuda"
+        sizes, strides, dtype = a.body.args
+        assert ast.unparse(a.orelse.func) == "torch.empty" and ast.unparse(a.orelse.args[0]) == ast.unparse(sizes)
+        assert ast.unparse(a.orelse.keywords[0].value) == ast.unparse(dtype)
+        names = {n.id: 3 for n in ast.walk(sizes) if isinstance(n, ast.Name)}  # any values will do
+        got = eval(ast.unparse(strides), {}, names)
+        assert list(got) == list(torch.empty(eval(ast.unparse(sizes), {}, names)).stride()), ast.unparse(a)
 
 
 def test_output_strides_are_the_contiguous_strides_of_the_sizes_text():

@@ -34,13 +34,21 @@ def main(stem: str) -> int:
     aot = getattr(gen, type(module).__name__).from_module(module)
     generator = torch.Generator().manual_seed(torch.seed() >> 1)
     checked = 0
-    # second pass: the direct path that CUDA takes on the current device, with its allocation's CPU
-    # twin (same arguments): the sizes and strides each output is allocated with are the ones
-    # the kernel writes (its launch still runs in the interpreter)
+    # second pass: the direct path that CUDA takes on the current device (_device 0, on the checked
+    # path and from the guard table's entries alike), with its allocation's CPU twin (same
+    # arguments): the sizes and strides each output is allocated with are the ones the kernel
+    # writes (its launch still runs in the interpreter: nothing is compiled for device 0)
     allocated = []
     for direct in (False, True):
         if direct:
             gen._eager_device = lambda t: 0
+            gen._current_device = lambda: 0
+
+            class OnDeviceZero(dict):
+                def __setitem__(self, shape, entry):
+                    super().__setitem__(shape, (*entry[:3], 0))
+
+            gen._FAST = OnDeviceZero()
             twin = torch._C._dynamo.guards._empty_strided_cpu
             gen._empty_strided_cuda = lambda *args: allocated.append(args) or twin(*args)
         with torch.no_grad():
@@ -52,6 +60,7 @@ def main(stem: str) -> int:
                     compare(expected, got, f"{stem} (triton, interpreted{', direct allocation' if direct else ''}) at {env}")
                     checked += 1
     assert len(allocated) >= checked // 2, (len(allocated), checked)  # every direct call allocated through it
+    assert len(gen._FAST) > 0  # the direct pass's later calls of a shape took the fast path
     print(f"ok {stem}: {checked} calls, {len(allocated)} direct allocations")
     return 0
 

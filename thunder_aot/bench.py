@@ -161,20 +161,22 @@ def bare_launches(aot: torch.nn.Module, inputs: list[torch.Tensor]) -> Call | No
     if not hasattr(generated, "_launch"):
         return None
     recorded: list[tuple] = []
-    real = generated._launch
+    real, current_device = generated._launch, generated._current_device
 
-    def record(kernel, compiled, rows, args, raw, misaligned, n, block, num_warps, device):
-        real(kernel, compiled, rows, args, raw, misaligned, n, block, num_warps, device)
+    def record(kernel, compiled, rows, args, raw, misaligned, n, block, num_warps):
+        real(kernel, compiled, rows, args, raw, misaligned, n, block, num_warps)
         index = args[0].get_device()  # the cache key _launch uses (templates/triton_prelude.py.jinja)
-        binary = compiled[index + index + (misaligned != 0)][0]
+        binary = compiled[index + index + misaligned][0]
         recorded.append((binary, rows, args, n, block))
 
-    generated._launch = record
+    # forward launches a compiled kernel directly only on the current device: with no device
+    # current, every launch of the recorded call goes through _launch
+    generated._launch, generated._current_device = record, lambda: -2
     try:
         with torch.no_grad():
             aot(*inputs)
     finally:
-        generated._launch = real
+        generated._launch, generated._current_device = real, current_device
     if not recorded:
         return None
     launches = []

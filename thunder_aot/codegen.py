@@ -105,8 +105,7 @@ class ModuleView:
     attributes: tuple[tuple[str, str], ...]  # (attribute path, repr of the exported value)
     warmup: tuple[WarmupEntry, ...]
     prelude_template: str
-    requirements: tuple[tuple[str, str], ...]  # (input name, Python test)
-    requirement_text: str
+    requirements: tuple[tuple[str, str, str], ...]  # (input name, Python test, what it must be)
     #: (attribute path, forward parameter, Python test, what it must be) for each parameter/buffer
     state_requirements: tuple[tuple[str, str, str, str], ...]
     autograd_test: str  # Python test that gradients are asked for ("" when the backend supports autograd)
@@ -116,6 +115,8 @@ class ModuleView:
     #: bucket tests (the checked path, ``_dispatch``, runs them and records the guard)
     fast_path: bool
     any_requires_grad: str  # Python test that some argument of forward requires grad
+    #: forward sets ``_device`` once per call for the regions' launches (Backend.device_per_call)
+    device_per_call: bool
 
 
 def _conditions(program: BucketProgram, user_inputs: list[ProgramInput]) -> tuple[str, tuple[str, ...]]:
@@ -328,11 +329,7 @@ def module_view(
         attributes=tuple((path, repr(value)) for path, value in program.attributes),
         warmup=tuple(_warmup_entry(bp) for bp in program.buckets),
         prelude_template=backend.prelude_template if uses_backend else "",
-        requirements=() if not checks else tuple(
-            (p.name, " and ".join([f"isinstance({p.name}, torch.Tensor)", *([backend.input_requirement.format(name=p.name)] if kernels_run else [])]))
-            for p in user_inputs
-        ),
-        requirement_text=backend.input_requirement_text if kernels_run else "a tensor",
+        requirements=() if not checks else tuple(_input_requirement(p.name, user_inputs[0].name, backend, kernels_run) for p in user_inputs),
         state_requirements=tuple(
             _state_requirement(t, p.name, user_inputs[0].name)
             for t, p in zip(state, state_inputs)
@@ -347,7 +344,22 @@ def module_view(
         needs_cuda=backend.name != "torch",
         fast_path=fast_path,
         any_requires_grad=any_requires_grad,
+        device_per_call=backend.device_per_call and uses_backend,
     )
+
+
+def _input_requirement(name: str, first_input: str, backend: Backend, kernels_run: bool) -> tuple[str, str, str]:
+    """(name, test, what it must be) for a user input: a tensor; where kernels read it as a raw
+    pointer, also what the backend requires, and (after the first input) on the first input's
+    device: a kernel launched on one GPU must not be handed another GPU's memory."""
+    if not kernels_run:
+        return name, f"isinstance({name}, torch.Tensor)", "a tensor"
+    tests = [f"isinstance({name}, torch.Tensor)", backend.input_requirement.format(name=name)]
+    expected = backend.input_requirement_text
+    if name != first_input:
+        tests.append(f"{name}.get_device() == {first_input}.get_device()")
+        expected += f" on {first_input}'s device"
+    return name, " and ".join(tests), expected
 
 
 def _state_requirement(t: StateTensor, name: str, first_input: str) -> tuple[str, str, str, str]:

@@ -123,6 +123,9 @@ class Backend:
     input_requirement_text: str = ""
     #: whether gradients flow through the generated code (torch ops do; nvFuser calls do not)
     supports_autograd: bool = True
+    #: whether the regions' statements read ``_device``, which forward sets once per call: the CUDA
+    #: device index where kernels launch directly (eager, on the current device), else -1
+    device_per_call: bool = False
 
     def unavailable_reason(self) -> str | None:
         """None when generated modules of this backend can run here, else why not."""

@@ -415,18 +415,32 @@ class TritonRegionView:
     @property
     def inline_lines(self) -> tuple[Line, ...]:
         """Run-time sizes, output allocations, the kernel's arguments as the launcher takes them
-        (pointers as ints, then sizes), then the launch: one program per row. An input off a
-        16-byte boundary gets its own compiled kernel (outputs come from torch's allocator, which
-        aligns far more)."""
+        (pointers as ints, then sizes), then the launch of one program per row: where the kernel is
+        compiled for ``_device`` (forward's direct-launch device, -1 for none) and the inputs'
+        alignment, its C launch function alone, on the current stream; otherwise ``_launch``
+        (compiles, or runs it as the interpreter or torch.compile needs). An input off a 16-byte
+        boundary gets its own compiled kernel (outputs come from torch's allocator, which aligns
+        far more)."""
         tensors = self.tensor_names
         raw = [f"{t}.data_ptr()" for t in tensors] + list(self.size_names)
         inputs = [i for i, t in enumerate(tensors) if t in self.params]
-        misaligned = "(" + " | ".join(f"_raw[{i}]" for i in inputs) + ") & 15"
-        launch = (
+        misaligned = "(" + " | ".join(f"_raw[{i}]" for i in inputs) + ") & 15 != 0"
+        general = (
             f"_launch({self.kernel}_kernel, {self.kernel}_compiled, {self.rows_expr}, {self.launch_tuple}, _raw, "
-            f"{misaligned}, {self.n}, {self.block}, {self.num_warps}, _device)"
+            f"_misaligned, {self.n}, {self.block}, {self.num_warps})"
         )
-        return (*self.sizes, *self.allocations, Line(f"_raw = {tuple_text(raw)}"), Line(launch))
+        direct = f"_kernel[1]({self.rows_expr}, 1, 1, _raw_stream(_device), *_kernel[2], *_raw, {self.n}, {self.block})"
+        return (
+            *self.sizes,
+            *self.allocations,
+            Line(f"_raw = {tuple_text(raw)}"),
+            Line(f"_misaligned = {misaligned}"),
+            Line(f"_kernel = {self.kernel}_compiled.get(_device + _device + _misaligned)"),
+            Line("if _kernel is not None:", "compiled for _device and this alignment: the C launch alone"),
+            Line(direct, indent=1),
+            Line("else:"),
+            Line(general, indent=1, comment="the first call (compiles), another device, the interpreter, tracing"),
+        )
 
 
 def _contiguous_strides(sizes: list[str]) -> list[str]:
@@ -508,6 +522,7 @@ class TritonBackend(Backend):
     input_requirement = "{name}.is_contiguous() and ({name}.is_cuda or _INTERPRET)"
     input_requirement_text = "a contiguous CUDA tensor"
     supports_autograd = False
+    device_per_call = True
 
     def __init__(self) -> None:
         self.torch = TorchBackend()
@@ -583,9 +598,10 @@ class TritonBackend(Backend):
             else:
                 sizes_text = [*lead, "1"] if len(o.spec.shape) == len(prog.full) else list(lead)
             ptr = f"{o.name}_out_ptr"
+            sizes, dtype = tuple_text(sizes_text), f"torch.{o.spec.dtype}"
             allocations.append(
-                Line(f"{o.name} = _empty({tuple_text(sizes_text)}, {tuple_text(_contiguous_strides(sizes_text))}, "
-                     f"torch.{o.spec.dtype}, {row_input.name}, _device)")
+                Line(f"{o.name} = _empty_strided_cuda({sizes}, {tuple_text(_contiguous_strides(sizes_text))}, {dtype}) "
+                     f"if _device >= 0 else torch.empty({sizes}, dtype={dtype}, device={row_input.name}.device)")
             )
             offset, masked = ("row * N + cols", ", mask=mask") if kind == Kind.ROW else ("row", "")
             stores.append(Line(f"tl.store({ptr} + {offset}, {expr.text}{masked})"))
@@ -611,7 +627,7 @@ class TritonBackend(Backend):
             schedule_note=plan.note(prog.n if prog.n is not None else f"N <= {prog.n_max}"),
             rows_expr=f"{row_input.name}.numel() // {row_width or n_expr}",
             sizes=tuple(sizes),
-            allocations=(Line(f"_device = _eager_device({row_input.name})"), *allocations),
+            allocations=tuple(allocations),
             launch_args=(*launch_args, *prog.size_params),
             n=n_expr,
             block=plan.block,
