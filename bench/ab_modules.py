@@ -13,8 +13,8 @@ import statistics
 from pathlib import Path
 
 import torch
-from torch.utils.benchmark import Timer
 
+from thunder_aot.bench import interleaved_times
 from thunder_aot.examples.gpt_oss import rmsnorm
 from thunder_aot.verify import load_module_from_text
 
@@ -29,14 +29,11 @@ def main() -> None:
     torch.set_num_threads(1)
     source = rmsnorm().cuda()
     a, b = (load_module_from_text(Path(p).read_text(), f"ab_{i}").GptOssRMSNorm.from_module(source) for i, p in enumerate((args.a, args.b)))
-    print(f"| S | A µs | B µs | B / A |\n|---|---|---|---|")
+    print("| S | A µs | B µs | B / A |\n|---|---|---|---|")
     for s in [int(v) for v in args.sizes.split(",")]:
         x = torch.randn(1, s, 2880, device="cuda", dtype=torch.bfloat16)
         torch.testing.assert_close(a(x), b(x))
-        times: dict[str, list[float]] = {"a": [], "b": []}
-        for _ in range(args.rounds):
-            for name, m in (("a", a), ("b", b)):
-                times[name].append(Timer("m(x)", globals={"m": m, "x": x}).blocked_autorange(min_run_time=0.1).median * 1e6)
+        times = interleaved_times({"a": lambda: a(x), "b": lambda: b(x)}, args.rounds, 0.1)
         ratio = statistics.median(tb / ta for ta, tb in zip(times["a"], times["b"]))
         print(f"| {s} | {statistics.median(times['a']):.2f} | {statistics.median(times['b']):.2f} | {ratio:.2f} |", flush=True)
 

@@ -11,8 +11,8 @@ import statistics
 from pathlib import Path
 
 import torch
-from torch.utils.benchmark import Timer
 
+from thunder_aot.bench import interleaved_times
 from thunder_aot.examples.gpt_oss import rmsnorm
 from thunder_aot.verify import load_module_from_text
 
@@ -43,10 +43,7 @@ def main() -> None:
             "our fd.execute(list)": lambda: ours.execute(fargs),
             "our fd.execute([x, w])": lambda: ours.execute([x, source.weight]),
         }
-        times = {k: [] for k in cases}
-        for _ in range(5):
-            for k, f in cases.items():
-                times[k].append(Timer(stmt="f()", globals={"f": f}).blocked_autorange(min_run_time=0.2).median * 1e6)
+        times = interleaved_times(cases, 5, 0.2)
         line = f"S={s}: " + ", ".join(f"{k} {statistics.median(v):.2f}" for k, v in times.items())
         print(line, flush=True)
         report.insert(0, "- " + line)

@@ -11,8 +11,8 @@ import statistics
 from pathlib import Path
 
 import torch
-from torch.utils.benchmark import Timer
 
+from thunder_aot.bench import interleaved_times
 from thunder_aot.examples.gpt_oss import rmsnorm
 from thunder_aot.verify import load_module_from_text
 
@@ -58,11 +58,7 @@ def main() -> None:
         "forward(x, w)": lambda: gen.forward(x, w),
         "module(x)": lambda: aot(x),
     }
-    samples: dict[str, list[float]] = {k: [] for k in cases}
-    for _ in range(args.rounds):
-        for k, f in cases.items():
-            t = Timer(stmt="f()", globals={"f": f}).blocked_autorange(min_run_time=0.05)
-            samples[k].append(t.median * 1e6)
+    samples = interleaved_times(cases, args.rounds, 0.05)
     lines = ["| step | µs per call |", "|---|---|"]
     lines += [f"| {k} | {statistics.median(v):.3f} |" for k, v in samples.items()]
     text = "\n".join(lines) + "\n"

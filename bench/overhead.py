@@ -22,9 +22,8 @@ import statistics
 from pathlib import Path
 
 import torch
-from torch.utils.benchmark import Timer
 
-from thunder_aot.bench import bare_launches, nvfuser_executions
+from thunder_aot.bench import bare_launches, interleaved_times, nvfuser_executions
 from thunder_aot.examples.gpt_oss import SEED_SHAPES, rmsnorm
 from thunder_aot.export import ExportRequest, export
 from thunder_aot.verify import load_module_from_text
@@ -104,11 +103,7 @@ def main() -> None:
             unchecked(x)
             cases = cases_for(backend, gen, aot, unchecked, x, w)
             names = list(cases)
-            samples: dict[str, list[float]] = {k: [] for k in cases}
-            for _ in range(args.rounds):
-                for k, f in cases.items():
-                    t = Timer(stmt="f()", globals={"f": f}).blocked_autorange(min_run_time=args.min_run_time)
-                    samples[k].append(t.median * 1e6)
+            samples = interleaved_times(cases, args.rounds, args.min_run_time)
             row = {k: statistics.median(v) for k, v in samples.items()}
             ratios = [row["generated module()"] / row["bare"], row["unchecked module()"] / row["bare"]]
             if "floor: guard + _empty_strided_cuda + C launch" in row:

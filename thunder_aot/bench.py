@@ -94,6 +94,16 @@ def time_call(fn: Call, min_run_time: float) -> float:
     return Timer(stmt="fn()", globals={"fn": fn}).blocked_autorange(min_run_time=min_run_time).median * 1e6
 
 
+def interleaved_times(cases: dict[str, Call], rounds: int, min_run_time: float) -> dict[str, list[float]]:
+    """Per case, its µs per call in each round; every round times every case in turn, so that drift
+    of a shared machine hits all alike (take ratios within a round, or medians over rounds)."""
+    samples: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(rounds):
+        for name, fn in cases.items():
+            samples[name].append(time_call(fn, min_run_time))
+    return samples
+
+
 def device_time_us(fn: Call, calls: int = 50) -> float:
     """Device time per call of ``calls`` back-to-back calls, with CUDA events."""
     fn()
@@ -441,10 +451,7 @@ def run_bench(
             for name in systems:
                 if name not in report.systems:
                     report.systems.append(name)
-            samples: dict[str, list[float]] = {name: [] for name in systems}
-            for _ in range(rounds):
-                for name, fn in systems.items():
-                    samples[name].append(time_call(fn, min_run_time))
+            samples = interleaved_times(systems, rounds, min_run_time)
             nbytes = io_bytes(inputs, expected, state)
             for name, fn in systems.items():
                 m = Measurement(name, point.label, point.rows, statistics.median(samples[name]))
