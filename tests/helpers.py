@@ -39,6 +39,27 @@ def poisoned_outputs(*generated):
             g._empty_strided_cuda = allocate
 
 
+def compare_at_every_bucket(module, aot, gen, shapes: str, device: str, label: str) -> tuple[int, list[list[torch.Tensor]]]:
+    """Call ``aot`` (a module of generated module ``gen``) and its source ``module`` on fresh random
+    inputs at every bucket's edges and inside (``shapes``: the export's spec), ``aot``'s outputs
+    poisoned, and compare. Returns the number of calls and each bucket's last inputs."""
+    from thunder_aot.shapes import parse_shapes
+    from thunder_aot.verify import bucket_inputs, compare
+
+    generator = torch.Generator().manual_seed(torch.seed() >> 1)
+    calls, last = 0, []
+    with torch.no_grad():
+        for bucket in parse_shapes(shapes):
+            for env, inputs in bucket_inputs(bucket, device, generator):
+                expected = module(*inputs)
+                with poisoned_outputs(gen):
+                    got = aot(*inputs)
+                compare(expected, got, f"{label} at {env}")
+                calls += 1
+            last.append(inputs)
+    return calls, last
+
+
 def run_cli(*args: str, cwd: Path = ROOT, env: dict | None = None) -> subprocess.CompletedProcess:
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     return subprocess.run([sys.executable, "-m", "thunder_aot", *args], cwd=cwd, env=full_env, capture_output=True, text=True)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tests.examples import EXPORTS
-from tests.helpers import poisoned_outputs
+from tests.helpers import compare_at_every_bucket
 from thunder_aot.resolve import resolve_module
 from thunder_aot.shapes import parse_shapes
 from thunder_aot.verify import bucket_inputs, compare, load_module_from_text
@@ -85,15 +85,9 @@ def test_triton_matches_eager_writes_every_element_and_replays_in_a_cuda_graph(s
     module = resolve_module(source).eval().cuda()
     gen = _load(stem, "triton")
     aot = getattr(gen, type(module).__name__).from_module(module)
-    generator = torch.Generator().manual_seed(torch.seed() >> 1)
+    _, last_inputs = compare_at_every_bucket(module, aot, gen, shapes, "cuda", f"{stem} (triton)")
     with torch.no_grad():
-        for bucket in parse_shapes(shapes):
-            for env, inputs in bucket_inputs(bucket, "cuda", generator):
-                expected = module(*inputs)
-                with poisoned_outputs(gen):
-                    got = aot(*inputs)
-                compare(expected, got, f"{stem} (triton) at {env}")
-            # capture the last inputs' call in a CUDA graph, replay on new values
+        for inputs in last_inputs:  # capture each bucket's last call in a CUDA graph, replay on new values
             static = [t.clone() for t in inputs]
             aot(*static)
             torch.cuda.synchronize()

@@ -19,11 +19,10 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from tests.examples import EXPORTS  # noqa: E402
-from tests.helpers import poisoned_outputs  # noqa: E402
+from tests.helpers import compare_at_every_bucket  # noqa: E402
 from thunder_aot.backends.triton import interpreter_rounds_like_the_gpu  # noqa: E402
 from thunder_aot.resolve import resolve_module  # noqa: E402
-from thunder_aot.shapes import parse_shapes  # noqa: E402
-from thunder_aot.verify import bucket_inputs, compare, load_module_from_text  # noqa: E402
+from thunder_aot.verify import load_module_from_text  # noqa: E402
 
 
 def main(stem: str) -> int:
@@ -32,7 +31,6 @@ def main(stem: str) -> int:
     module = resolve_module(source).eval()
     gen = load_module_from_text((ROOT / "generated" / f"{stem}_triton.py").read_text(), f"{stem}_triton")
     aot = getattr(gen, type(module).__name__).from_module(module)
-    generator = torch.Generator().manual_seed(torch.seed() >> 1)
     checked = 0
     # second pass: the direct path that CUDA takes on the current device (_device 0, on the checked
     # path and from the guard table's entries alike), with its allocation's CPU twin (same
@@ -51,14 +49,8 @@ def main(stem: str) -> int:
             gen._FAST = OnDeviceZero()
             twin = torch._C._dynamo.guards._empty_strided_cpu
             gen._empty_strided_cuda = lambda *args: allocated.append(args) or twin(*args)
-        with torch.no_grad():
-            for bucket in parse_shapes(shapes):
-                for env, inputs in bucket_inputs(bucket, "cpu", generator):
-                    expected = module(*inputs)
-                    with poisoned_outputs(gen):
-                        got = aot(*inputs)
-                    compare(expected, got, f"{stem} (triton, interpreted{', direct allocation' if direct else ''}) at {env}")
-                    checked += 1
+        label = f"{stem} (triton, interpreted{', direct allocation' if direct else ''})"
+        checked += compare_at_every_bucket(module, aot, gen, shapes, "cpu", label)[0]
     assert len(allocated) >= checked // 2, (len(allocated), checked)  # every direct call allocated through it
     assert len(gen._FAST) > 0  # the direct pass's later calls of a shape took the fast path
     print(f"ok {stem}: {checked} calls, {len(allocated)} direct allocations")
