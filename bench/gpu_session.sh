@@ -9,6 +9,8 @@
 #           (also cuda:1 on the two-GPU machine), then rmsnorm benched (S=1, 128, 2048 and 65536 for the bandwidth)
 #   ab OLD.py: after a Triton change: the old rmsnorm module against generated/rmsnorm_triton.py in one
 #       run, the Triton hot-path layers, all GPU tests, then rmsnorm, gelu_gate and gated_mlp benched
+#   tiles: after a change of the Triton kernels: their GPU tests (also cuda:1, memcheck), the rows-per-program
+#          sweep, then the modules with several rows per program benched
 #   final: after a Triton change: the Triton GPU tests (also cuda:1, models), the Triton hot-path layers,
 #          then rmsnorm and softmax benched
 set -u
@@ -34,6 +36,10 @@ elif [ "${1:-full}" = ab ]; then
   step 70 overhead_triton python3 bench/overhead.py --backends triton --rounds 3 --out "$W/overhead_triton.md"
   step 300 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs
   step 150 modules bash bench/modules.sh "$W/modules" 2 rmsnorm,gelu_gate,gated_mlp
+elif [ "${1:-full}" = tiles ]; then
+  step 200 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads or second_gpu or another_gpu"
+  step 170 triton_tiles python3 bench/triton_tiles.py --out "$W/triton_tiles.md"
+  step 150 modules bash bench/modules.sh "$W/modules" 1 rotary,softmax,layer_norm,gelu_gate
 elif [ "${1:-full}" = final ]; then
   step 150 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads or second_gpu"
   step 70 overhead_triton python3 bench/overhead.py --backends triton --rounds 3 --out "$W/overhead_triton.md"

@@ -131,12 +131,14 @@ def _launch(
     entry[1](rows, 1, 1, _raw_stream(index), *entry[2], *raw, n, block)
 
 
-@triton.jit
-def bucket0_fusion0_kernel(t22_ptr, t9_out_ptr, N: tl.constexpr, BLOCK: tl.constexpr):
-    # persistent: one row of 512 per program in BLOCK=512 lanes, 1 warps
-    row = tl.program_id(0).to(tl.int64)
-    cols = tl.arange(0, BLOCK)
-    mask = cols < N
+@triton.jit(do_not_specialize=["_rows"])
+def bucket0_fusion0_kernel(t22_ptr, t9_out_ptr, _rows, N: tl.constexpr, BLOCK: tl.constexpr):
+    # persistent: 8 rows of 512 per program in BLOCK=512 lanes, 4 warps
+    row = tl.program_id(0).to(tl.int64) * 8 + tl.arange(0, 8)[:, None]
+    in_rows = row < _rows
+    cols = tl.arange(0, BLOCK)[None, :]
+    lanes = cols < N
+    mask = in_rows & lanes
     t22 = tl.load(t22_ptr + row * N + cols, mask=mask, other=0.0)
     # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
     t5 = -(t22)
@@ -151,12 +153,14 @@ def bucket0_fusion0_kernel(t22_ptr, t9_out_ptr, N: tl.constexpr, BLOCK: tl.const
 bucket0_fusion0_compiled: dict = {}
 
 
-@triton.jit
-def bucket0_fusion1_kernel(t9_ptr, t23_ptr, input__out_ptr, N: tl.constexpr, BLOCK: tl.constexpr):
-    # persistent: one row of 512 per program in BLOCK=512 lanes, 1 warps
-    row = tl.program_id(0).to(tl.int64)
-    cols = tl.arange(0, BLOCK)
-    mask = cols < N
+@triton.jit(do_not_specialize=["_rows"])
+def bucket0_fusion1_kernel(t9_ptr, t23_ptr, input__out_ptr, _rows, N: tl.constexpr, BLOCK: tl.constexpr):
+    # persistent: 8 rows of 512 per program in BLOCK=512 lanes, 4 warps
+    row = tl.program_id(0).to(tl.int64) * 8 + tl.arange(0, 8)[:, None]
+    in_rows = row < _rows
+    cols = tl.arange(0, BLOCK)[None, :]
+    lanes = cols < N
+    mask = in_rows & lanes
     t9 = tl.load(t9_ptr + row * N + cols, mask=mask, other=0.0)
     t23 = tl.load(t23_ptr + row * N + cols, mask=mask, other=0.0)
     # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
@@ -294,57 +298,59 @@ def forward(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight):
         t22 = torch.nn.functional.linear(x, t_gate_proj_weight, None)
         # aotFusion0: neg, exp, add, reciprocal, mul
         t22 = t22.contiguous()
+        _rows = t22.numel() // 512
         t9 = (
             _empty_strided_cuda((s0, 512), (512, 1), torch.float32)
             if _device >= 0
             else torch.empty((s0, 512), dtype=torch.float32, device=t22.device)
         )
-        _raw = (t22.data_ptr(), t9.data_ptr())
+        _raw = (t22.data_ptr(), t9.data_ptr(), _rows)
         _misaligned = (_raw[0]) & 15 != 0
         _kernel = bucket0_fusion0_compiled.get(_device + _device + _misaligned)
         # compiled for _device and this alignment: the C launch alone
         if _kernel is not None:
-            _kernel[1](t22.numel() // 512, 1, 1, _raw_stream(_device), *_kernel[2], *_raw, 512, 512)
+            _kernel[1]((_rows + 7) // 8, 1, 1, _raw_stream(_device), *_kernel[2], *_raw, 512, 512)
         else:
             # the first call (compiles), another device, the interpreter, tracing
             _launch(
                 bucket0_fusion0_kernel,
                 bucket0_fusion0_compiled,
-                t22.numel() // 512,
-                (t22, t9),
+                (_rows + 7) // 8,
+                (t22, t9, _rows),
                 _raw,
                 _misaligned,
                 512,
                 512,
-                1,
+                4,
             )
         # torch/nn/modules/linear.py:134: return F.linear(input, self.weight, self.bias)
         t23 = torch.nn.functional.linear(x, t_up_proj_weight, None)
         # aotFusion1: mul
         t23 = t23.contiguous()
+        _rows = t9.numel() // 512
         input_ = (
             _empty_strided_cuda((s0, 512), (512, 1), torch.float32)
             if _device >= 0
             else torch.empty((s0, 512), dtype=torch.float32, device=t9.device)
         )
-        _raw = (t9.data_ptr(), t23.data_ptr(), input_.data_ptr())
+        _raw = (t9.data_ptr(), t23.data_ptr(), input_.data_ptr(), _rows)
         _misaligned = (_raw[0] | _raw[1]) & 15 != 0
         _kernel = bucket0_fusion1_compiled.get(_device + _device + _misaligned)
         # compiled for _device and this alignment: the C launch alone
         if _kernel is not None:
-            _kernel[1](t9.numel() // 512, 1, 1, _raw_stream(_device), *_kernel[2], *_raw, 512, 512)
+            _kernel[1]((_rows + 7) // 8, 1, 1, _raw_stream(_device), *_kernel[2], *_raw, 512, 512)
         else:
             # the first call (compiles), another device, the interpreter, tracing
             _launch(
                 bucket0_fusion1_kernel,
                 bucket0_fusion1_compiled,
-                t9.numel() // 512,
-                (t9, t23, input_),
+                (_rows + 7) // 8,
+                (t9, t23, input_, _rows),
                 _raw,
                 _misaligned,
                 512,
                 512,
-                1,
+                4,
             )
         # torch/nn/modules/linear.py:134: return F.linear(input, self.weight, self.bias)
         t24 = torch.nn.functional.linear(input_, t_down_proj_weight, None)

@@ -131,12 +131,16 @@ def _launch(
     entry[1](rows, 1, 1, _raw_stream(index), *entry[2], *raw, n, block)
 
 
-@triton.jit(do_not_specialize=["S"])
-def bucket0_fusion0_kernel(x_ptr, cos_ptr, sin_ptr, t19_out_ptr, S, N: tl.constexpr, BLOCK: tl.constexpr):
-    # persistent: one row of 64 per program in BLOCK=64 lanes, 1 warps
-    row = tl.program_id(0).to(tl.int64)
-    cols = tl.arange(0, BLOCK)
-    mask = cols < N
+@triton.jit(do_not_specialize=["S", "_rows"])
+def bucket0_fusion0_kernel(
+    x_ptr, cos_ptr, sin_ptr, t19_out_ptr, S, _rows, N: tl.constexpr, BLOCK: tl.constexpr
+):
+    # persistent: 64 rows of 64 per program in BLOCK=64 lanes, 4 warps
+    row = tl.program_id(0).to(tl.int64) * 64 + tl.arange(0, 64)[:, None]
+    in_rows = row < _rows
+    cols = tl.arange(0, BLOCK)[None, :]
+    lanes = cols < N
+    mask = in_rows & lanes
     x = tl.load(x_ptr + row * N + cols, mask=mask, other=0.0)
     cos = tl.load(cos_ptr + (row % S) * N + cols, mask=mask, other=0.0)
     sin = tl.load(sin_ptr + (row % S) * N + cols, mask=mask, other=0.0)
@@ -316,29 +320,30 @@ def forward(x, cos, sin):
         S = shape_0[2]
         # aotFusion0: slice, convert_element_type, neg, convert_element_type, slice, cat, broadcast_in_dim, convert_element_type, convert_element_type, mul, convert_element_type, broadcast_in_dim, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, convert_element_type, add, convert_element_type
         S = x.shape[2]
+        _rows = x.numel() // 64
         t19 = (
             _empty_strided_cuda((1, 8, S, 64), (64 * S * 8, 64 * S, 64, 1), torch.bfloat16)
             if _device >= 0
             else torch.empty((1, 8, S, 64), dtype=torch.bfloat16, device=x.device)
         )
-        _raw = (x.data_ptr(), cos.data_ptr(), sin.data_ptr(), t19.data_ptr(), S)
+        _raw = (x.data_ptr(), cos.data_ptr(), sin.data_ptr(), t19.data_ptr(), S, _rows)
         _misaligned = (_raw[0] | _raw[1] | _raw[2]) & 15 != 0
         _kernel = bucket0_fusion0_compiled.get(_device + _device + _misaligned)
         # compiled for _device and this alignment: the C launch alone
         if _kernel is not None:
-            _kernel[1](x.numel() // 64, 1, 1, _raw_stream(_device), *_kernel[2], *_raw, 64, 64)
+            _kernel[1]((_rows + 63) // 64, 1, 1, _raw_stream(_device), *_kernel[2], *_raw, 64, 64)
         else:
             # the first call (compiles), another device, the interpreter, tracing
             _launch(
                 bucket0_fusion0_kernel,
                 bucket0_fusion0_compiled,
-                x.numel() // 64,
-                (x, cos, sin, t19, S),
+                (_rows + 63) // 64,
+                (x, cos, sin, t19, S, _rows),
                 _raw,
                 _misaligned,
                 64,
                 64,
-                1,
+                4,
             )
         return t19
 

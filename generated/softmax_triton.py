@@ -135,22 +135,24 @@ def _launch(
     entry[1](rows, 1, 1, _raw_stream(index), *entry[2], *raw, n, block)
 
 
-@triton.jit
-def bucket0_fusion0_kernel(scores_ptr, mask__ptr, t18_out_ptr, N: tl.constexpr, BLOCK: tl.constexpr):
-    # persistent: one row of 1 per program in BLOCK=1 lanes, 1 warps
-    row = tl.program_id(0).to(tl.int64)
-    cols = tl.arange(0, BLOCK)
-    mask = cols < N
+@triton.jit(do_not_specialize=["_rows"])
+def bucket0_fusion0_kernel(scores_ptr, mask__ptr, t18_out_ptr, _rows, N: tl.constexpr, BLOCK: tl.constexpr):
+    # persistent: 8 rows of 1 per program in BLOCK=1 lanes, 1 warps
+    row = tl.program_id(0).to(tl.int64) * 8 + tl.arange(0, 8)[:, None]
+    in_rows = row < _rows
+    cols = tl.arange(0, BLOCK)[None, :]
+    lanes = cols < N
+    mask = in_rows & lanes
     scores = tl.load(scores_ptr + row * N + cols, mask=mask, other=0.0)
-    mask_ = tl.load(mask__ptr + cols, mask=mask, other=0.0)
+    mask_ = tl.load(mask__ptr + cols, mask=lanes, other=0.0)
     # thunder_aot/examples/blocks.py:61: probs = torch.softmax(scores.float() * self.scale + mask, dim=-1)
     t0 = (scores).to(tl.float32)
     t2 = t0 * 0.125
     t4 = t2 + mask_
-    t7 = tl.max(tl.where(mask, t4, float("-inf")), axis=0)
+    t7 = tl.max(tl.where(mask, t4, float("-inf")), axis=1, keep_dims=True)
     t10 = t4 - t7
     t11 = tl.exp(t10)
-    t13 = tl.sum(tl.where(mask, t11, 0.0), axis=0)
+    t13 = tl.sum(tl.where(mask, t11, 0.0), axis=1, keep_dims=True)
     t16 = t11 / t13
     # thunder_aot/examples/blocks.py:62: return probs.to(scores.dtype)
     t18 = (t16).to(tl.bfloat16)
@@ -161,22 +163,24 @@ def bucket0_fusion0_kernel(scores_ptr, mask__ptr, t18_out_ptr, N: tl.constexpr, 
 bucket0_fusion0_compiled: dict = {}
 
 
-@triton.jit(do_not_specialize=["S", "N"])
-def bucket1_fusion0_kernel(scores_ptr, mask__ptr, t20_out_ptr, S, N, BLOCK: tl.constexpr):
-    # persistent: one row of N <= 512 per program in BLOCK=512 lanes, 1 warps
-    row = tl.program_id(0).to(tl.int64)
-    cols = tl.arange(0, BLOCK)
-    mask = cols < N
+@triton.jit(do_not_specialize=["S", "_rows", "N"])
+def bucket1_fusion0_kernel(scores_ptr, mask__ptr, t20_out_ptr, S, _rows, N, BLOCK: tl.constexpr):
+    # persistent: 8 rows of N <= 512 per program in BLOCK=512 lanes, 4 warps
+    row = tl.program_id(0).to(tl.int64) * 8 + tl.arange(0, 8)[:, None]
+    in_rows = row < _rows
+    cols = tl.arange(0, BLOCK)[None, :]
+    lanes = cols < N
+    mask = in_rows & lanes
     scores = tl.load(scores_ptr + row * N + cols, mask=mask, other=0.0)
     mask_ = tl.load(mask__ptr + (row % S) * N + cols, mask=mask, other=0.0)
     # thunder_aot/examples/blocks.py:61: probs = torch.softmax(scores.float() * self.scale + mask, dim=-1)
     t0 = (scores).to(tl.float32)
     t2 = t0 * 0.125
     t4 = t2 + mask_
-    t7 = tl.max(tl.where(mask, t4, float("-inf")), axis=0)
+    t7 = tl.max(tl.where(mask, t4, float("-inf")), axis=1, keep_dims=True)
     t11 = t4 - t7
     t12 = tl.exp(t11)
-    t14 = tl.sum(tl.where(mask, t12, 0.0), axis=0)
+    t14 = tl.sum(tl.where(mask, t12, 0.0), axis=1, keep_dims=True)
     t18 = t12 / t14
     # thunder_aot/examples/blocks.py:62: return probs.to(scores.dtype)
     t20 = (t18).to(tl.bfloat16)
@@ -326,24 +330,25 @@ def forward(scores, mask_):
     if bucket == 0:
         # bucket 0: 1x8x1x1:bfloat16, 1x1x1x1:float32
         # aotFusion0: convert_element_type, mul, broadcast_in_dim, add, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, div, shallow_copy, convert_element_type
+        _rows = scores.numel() // 1
         t18 = (
             _empty_strided_cuda((1, 8, 1, 1), (8, 1, 1, 1), torch.bfloat16)
             if _device >= 0
             else torch.empty((1, 8, 1, 1), dtype=torch.bfloat16, device=scores.device)
         )
-        _raw = (scores.data_ptr(), mask_.data_ptr(), t18.data_ptr())
+        _raw = (scores.data_ptr(), mask_.data_ptr(), t18.data_ptr(), _rows)
         _misaligned = (_raw[0] | _raw[1]) & 15 != 0
         _kernel = bucket0_fusion0_compiled.get(_device + _device + _misaligned)
         # compiled for _device and this alignment: the C launch alone
         if _kernel is not None:
-            _kernel[1](scores.numel() // 1, 1, 1, _raw_stream(_device), *_kernel[2], *_raw, 1, 1)
+            _kernel[1]((_rows + 7) // 8, 1, 1, _raw_stream(_device), *_kernel[2], *_raw, 1, 1)
         else:
             # the first call (compiles), another device, the interpreter, tracing
             _launch(
                 bucket0_fusion0_kernel,
                 bucket0_fusion0_compiled,
-                scores.numel() // 1,
-                (scores, mask_, t18),
+                (_rows + 7) // 8,
+                (scores, mask_, t18, _rows),
                 _raw,
                 _misaligned,
                 1,
@@ -356,38 +361,32 @@ def forward(scores, mask_):
         S = shape_0[2]
         # aotFusion0: convert_element_type, mul, broadcast_in_dim, add, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, broadcast_in_dim, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, broadcast_in_dim, div, shallow_copy, convert_element_type
         S = scores.shape[2]
+        _rows = scores.numel() // scores.shape[-1]
         t20 = (
             _empty_strided_cuda((1, 8, S, S), (S * S * 8, S * S, S, 1), torch.bfloat16)
             if _device >= 0
             else torch.empty((1, 8, S, S), dtype=torch.bfloat16, device=scores.device)
         )
-        _raw = (scores.data_ptr(), mask_.data_ptr(), t20.data_ptr(), S)
+        _raw = (scores.data_ptr(), mask_.data_ptr(), t20.data_ptr(), S, _rows)
         _misaligned = (_raw[0] | _raw[1]) & 15 != 0
         _kernel = bucket1_fusion0_compiled.get(_device + _device + _misaligned)
         # compiled for _device and this alignment: the C launch alone
         if _kernel is not None:
             _kernel[1](
-                scores.numel() // scores.shape[-1],
-                1,
-                1,
-                _raw_stream(_device),
-                *_kernel[2],
-                *_raw,
-                scores.shape[-1],
-                512,
+                (_rows + 7) // 8, 1, 1, _raw_stream(_device), *_kernel[2], *_raw, scores.shape[-1], 512
             )
         else:
             # the first call (compiles), another device, the interpreter, tracing
             _launch(
                 bucket1_fusion0_kernel,
                 bucket1_fusion0_compiled,
-                scores.numel() // scores.shape[-1],
-                (scores, mask_, t20, S),
+                (_rows + 7) // 8,
+                (scores, mask_, t20, S, _rows),
                 _raw,
                 _misaligned,
                 scores.shape[-1],
                 512,
-                1,
+                4,
             )
         return t20
 

@@ -24,6 +24,8 @@ KERNELS = {
 }
 #: modules whose rows are wider than MAX_BLOCK: their kernels walk the row in chunks
 LOOPED = {"vocab_softmax", "wide_rmsnorm"}
+#: modules whose rows are narrow enough for several to a program (TILE_LANES // BLOCK of them)
+TILED = {"gated_mlp", "gelu_gate", "layer_norm", "rotary", "softmax"}
 
 
 @pytest.mark.parametrize("stem", IDS)
@@ -52,9 +54,24 @@ def test_kernel_structure(stem):
         n for n in tree.body if isinstance(n, ast.FunctionDef) and any(getattr(getattr(d, "func", d), "attr", None) == "jit" for d in n.decorator_list)
     ]
     assert len(kernels) == KERNELS[stem]
+    tiled = 0
     for k in kernels:
         body = ast.unparse(k)
-        assert "tl.program_id(0)" in body and "mask = cols < N" in body
+        rows = int(m[1]) if (m := re.search(r"# persistent: (\d+) rows of", text.split(f"def {k.name}(")[1])) else 1
+        if rows == 1:  # one row per program: [BLOCK] vectors
+            assert "row = tl.program_id(0).to(tl.int64)\n" in body and "mask = cols < N" in body
+            assert "keep_dims" not in body and "_rows" not in body
+        else:  # a [rows, BLOCK] tile: rows past the last one and lanes past N masked; per-row values [rows, 1]
+            tiled += 1
+            assert f"row = tl.program_id(0).to(tl.int64) * {rows} + tl.arange(0, {rows})[:, None]" in body
+            assert "in_rows = row < _rows" in body and "lanes = cols < N" in body and "mask = in_rows & lanes" in body
+            assert "cols = tl.arange(0, BLOCK)[None, :]" in body and "axis=0" not in body
+            for line in body.splitlines():  # every load and store is masked; per-row ones by in_rows
+                if "tl.load(" in line or "tl.store(" in line:
+                    assert re.search(r"mask=(mask|lanes|in_rows)\b", line), line
+                    if re.search(r"_ptr \+ row\)", line):
+                        assert "mask=in_rows" in line, line
+            assert f"(_rows + {rows - 1}) // {rows}" in text and "_rows = " in text  # the grid: programs of `rows` rows
         # run-time sizes are never specialised on: one compiled kernel serves every value (the
         # launcher's cache is keyed by device and alignment only)
         sizes = [a.arg for a in k.args.args if a.annotation is None and not a.arg.endswith("_ptr")]
@@ -68,12 +85,13 @@ def test_kernel_structure(stem):
         else:
             assert not loops
         assert "tl.store(" in body and "tl.load(" in body
-        for reduction in ("tl.sum(", "tl.max("):  # padded lanes never reach a reduction
+        for reduction in ("tl.sum(", "tl.max(", "tl.min("):  # padded lanes never reach a reduction
             for call in body.split(reduction)[1:]:
                 # persistent: the reduction masks; looped: each chunk is masked into the accumulator
                 assert call.startswith("tl.where(mask,") or (stem in LOOPED and call.split(",")[0].endswith("_acc")), stem
         for accumulate in re.findall(r"(\w+_acc) = (.*)", body):  # looped: every update masks its chunk
             assert accumulate[1].startswith("tl.full(") or "tl.where(mask," in accumulate[1], accumulate
+    assert (tiled > 0) == (stem in TILED), tiled
     # CUDA: the compiled kernel's launcher (its C launch function, or CompiledKernel.run where the
     # kernel needs scratch memory), no JIT binding; tensors reach it as data_ptr() ints. forward
     # launches directly where the kernel is compiled for _device and the inputs' alignment, else
@@ -148,15 +166,19 @@ def test_output_strides_are_the_contiguous_strides_of_the_sizes_text():
         assert [eval(t, {}, env) for t in text] == list(torch.empty(sizes).stride())
 
 
-def test_schedule_is_one_row_per_program_persistent_while_it_fits_then_looped():
-    from thunder_aot.backends.triton import LOOP_BLOCK, MAX_BLOCK, Schedule, schedule
+def test_schedule_is_persistent_while_a_row_fits_narrow_rows_several_to_a_program_then_looped():
+    from thunder_aot.backends.triton import LOOP_BLOCK, MAX_BLOCK, TILE_LANES, Schedule, schedule
 
-    assert schedule(2880) == Schedule(4096, 4, looped=False)
-    assert schedule(256) == Schedule(256, 1, looped=False)
-    assert schedule(1024) == Schedule(1024, 1, looped=False)
-    assert schedule(1) == Schedule(1, 1, looped=False)
-    assert schedule(MAX_BLOCK) == Schedule(MAX_BLOCK, 8, looped=False)
-    assert schedule(MAX_BLOCK + 1) == Schedule(LOOP_BLOCK, 16, looped=True)
+    assert TILE_LANES == 4096
+    assert schedule(2880) == Schedule(4096, 4, looped=False, rows=1)  # the seed's RMSNorm: one row per program
+    assert schedule(256) == Schedule(256, 4, looped=False, rows=16)  # 16 rows of 256: a 4096-lane tile
+    assert schedule(1024) == Schedule(1024, 4, looped=False, rows=4)
+    assert schedule(64, max_rows=1024) == Schedule(64, 4, looped=False, rows=64)
+    assert schedule(64, max_rows=8) == Schedule(64, 1, looped=False, rows=8)  # never more rows than the bucket has
+    assert schedule(64, max_rows=5) == Schedule(64, 1, looped=False, rows=8)  # (rounded up to a power of two)
+    assert schedule(1, max_rows=1) == Schedule(1, 1, looped=False, rows=1)
+    assert schedule(MAX_BLOCK) == Schedule(MAX_BLOCK, 8, looped=False, rows=1)
+    assert schedule(MAX_BLOCK + 1) == Schedule(LOOP_BLOCK, 16, looped=True, rows=1)
     assert schedule(32000).looped and schedule(32000).block == LOOP_BLOCK
 
 

@@ -1,5 +1,5 @@
 """Triton backend: a region of pointwise ops and reductions over the innermost dim becomes one
-``@triton.jit`` kernel, one row per program.
+``@triton.jit`` kernel over rows of the innermost dim (narrow rows several to a program).
 
 Regions outside that class (other reductions, shape ops, ops the table lacks) are rendered by the
 torch backend instead, so correctness never depends on coverage. Rows up to MAX_BLOCK lanes stay in
@@ -23,6 +23,9 @@ from thunder_aot.model import Const, DimRange, DType, PrimOp, Ref, Region, SymDi
 MAX_BLOCK = 8192
 #: chunk (lanes) of the looped schedule for wider rows
 LOOP_BLOCK = 8192
+#: lanes one program of the persistent schedule works on: rows narrower than this are taken several
+#: to a program (rows per program = TILE_LANES // BLOCK, at most the bucket's rows)
+TILE_LANES = 4096
 
 TL_DTYPES = {
     "bool": "tl.int1",
@@ -141,6 +144,46 @@ class RowProgram:
         self.exprs: dict[str, Expr] = {}
         self.lines: list[Line] = []
         self.line_info: list[tuple[str, Reduction | None]] = []  # per line: what it defines, the reduction it computes
+        #: rows per program (schedule()): 1 writes each value as a [BLOCK] vector of one row; more
+        #: as a [rows, BLOCK] tile (``row`` a [rows, 1] column of row indices, ``cols`` [1, BLOCK])
+        self.tile_rows = schedule(self.n_max, self.max_rows).rows
+
+    @property
+    def max_rows(self) -> int | None:
+        """The most rows a call of this bucket has (its dynamic dims at their upper edges); None
+        where a lead dim has no range."""
+        total = 1
+        for d in self.full[:-1]:
+            if isinstance(d, SymDim):
+                if d.name not in self.ranges:
+                    return None
+                d = d.coeff * self.ranges[d.name].hi
+            total *= d
+        return total
+
+    def reduce(self, fn: str, operand: str) -> str:
+        """A reduction over each row's lanes: a per-row scalar ([rows, 1] in a tile)."""
+        return f"{fn}({operand}, axis=0)" if self.tile_rows == 1 else f"{fn}({operand}, axis=1, keep_dims=True)"
+
+    @property
+    def row_mask(self) -> str:
+        """The mask argument of a per-row load or store ("" for one row per program: always in range)."""
+        return "" if self.tile_rows == 1 else ", mask=in_rows"
+
+    @property
+    def col_mask(self) -> str:
+        """The mask of a load the same for every row (a weight of shape [N])."""
+        return "mask" if self.tile_rows == 1 else "lanes"
+
+    def head(self) -> list[Line]:
+        """The program's rows and lanes, and the mask of the valid ones."""
+        if self.tile_rows == 1:
+            return [Line("row = tl.program_id(0).to(tl.int64)")]
+        r = self.tile_rows
+        return [
+            Line(f"row = tl.program_id(0).to(tl.int64) * {r} + tl.arange(0, {r})[:, None]"),
+            Line("in_rows = row < _rows"),
+        ]
 
     def kind_of(self, spec: TensorSpec) -> Kind:
         shape = spec.shape
@@ -248,7 +291,7 @@ class RowProgram:
                 raise Unsupported("a reduction over other than the innermost dim")
             fn, identity = _REDUCE_IDENTITY[p]
             reduction = Reduction(out.name, fn, identity, a.text, TL_DTYPES[out.spec.dtype], _COMBINE[fn])
-            return self.set(out, f"{fn}(tl.where(mask, {a.text}, {identity}), axis=0)", Kind.ROW_SCALAR, reduction)
+            return self.set(out, self.reduce(fn, f"tl.where(mask, {a.text}, {identity})"), Kind.ROW_SCALAR, reduction)
         if p == "var_mean":
             a, dims = self.arg(op.args[0]), op.args[1]
             correction = dict(op.kwargs)["correction"].value
@@ -258,11 +301,11 @@ class RowProgram:
             dtype = TL_DTYPES[mean.spec.dtype]
             n, m = self.n_text(), (self.n - correction if self.n is not None else f"(N - {correction})")
             mean_sum = Reduction(mean.name, "tl.sum", "0.0", a.text, dtype, _COMBINE["tl.sum"], f" / {n}")
-            self.set(mean, f"tl.sum(tl.where(mask, {a.text}, 0.0), axis=0) / {n}", Kind.ROW_SCALAR, mean_sum)
+            self.set(mean, self.reduce("tl.sum", f"tl.where(mask, {a.text}, 0.0)") + f" / {n}", Kind.ROW_SCALAR, mean_sum)
             centered = f"tl.where(mask, {a.text} - {mean.name}, 0.0)"
             squares = f"({a.text} - {mean.name}) * ({a.text} - {mean.name})"
             var_sum = Reduction(var.name, "tl.sum", "0.0", squares, dtype, _COMBINE["tl.sum"], f" / {m}")
-            return self.set(var, f"tl.sum({centered} * {centered}, axis=0) / {m}", Kind.ROW_SCALAR, var_sum)
+            return self.set(var, self.reduce("tl.sum", f"{centered} * {centered}") + f" / {m}", Kind.ROW_SCALAR, var_sum)
         raise Unsupported(f"prims.{p}")
 
     def slice(self, op: PrimOp) -> str:
@@ -340,15 +383,21 @@ class RowProgram:
         return out.name
 
     def persistent_body(self, scalar_loads: list[Line], loads: list[Line], stores: list[Line]) -> list[Line]:
-        """The whole row in one [BLOCK] vector per value: loads, ops, stores."""
-        return [Line("cols = tl.arange(0, BLOCK)"), Line("mask = cols < N"), *scalar_loads, *loads, *self.lines, *stores]
+        """The whole row in one [BLOCK] vector per value (a [rows, BLOCK] tile for several rows per
+        program): loads, ops, stores."""
+        if self.tile_rows == 1:
+            lanes = [Line("cols = tl.arange(0, BLOCK)"), Line("mask = cols < N")]
+        else:
+            lanes = [Line("cols = tl.arange(0, BLOCK)[None, :]"), Line("lanes = cols < N"), Line("mask = in_rows & lanes")]
+        return [*self.head(), *lanes, *scalar_loads, *loads, *self.lines, *stores]
 
     def looped_body(self, scalar_loads: list[Line], loads: list[Line], stores: list[Line]) -> list[Line]:
         """The row in chunks of BLOCK: one loop per reduction, accumulating into a [BLOCK] vector
         and reducing it after the loop, then one loop that computes and stores the outputs. Each
         loop recomputes the row values it needs from the loads (Triton drops what a loop does not
         use), so no row value is kept across loops."""
-        body: list[Line] = list(scalar_loads)
+        assert self.tile_rows == 1, "the looped schedule takes one row per program"
+        body: list[Line] = [*self.head(), *scalar_loads]
         vector: list[Line] = []  # the row ops so far
 
         def loop(last: list[Line]) -> list[Line]:
@@ -461,28 +510,38 @@ def _next_pow2(n: int) -> int:
 
 @dataclass(frozen=True)
 class Schedule:
-    block: int  # lanes per program (a power of two)
+    block: int  # lanes per row (a power of two)
     num_warps: int
     looped: bool  # the row in chunks of BLOCK, or all of it at once
+    rows: int = 1  # rows per program (a power of two)
 
     def note(self, n: int | str) -> str:
         if self.looped:
             return f"looped: one row of {n} per program, in chunks of BLOCK={self.block}, {self.num_warps} warps"
-        return f"persistent: one row of {n} per program in BLOCK={self.block} lanes, {self.num_warps} warps"
+        rows = "one row" if self.rows == 1 else f"{self.rows} rows"
+        return f"persistent: {rows} of {n} per program in BLOCK={self.block} lanes, {self.num_warps} warps"
 
 
-def schedule(n: int) -> Schedule:
-    """One row per program, always (the grid is the number of rows). A row that fits — padded to a
-    power of two, at most MAX_BLOCK lanes — stays in registers (persistent: one read, one write);
-    a wider one is walked in chunks of LOOP_BLOCK (looped: each reduction and the output take one
-    pass over the row). num_warps, from a sweep on the H200 (bench/results/triton_schedule.md):
-    persistent, about 32 lanes per thread, 1 to 8 warps (a 2880-wide row: BLOCK 4096 and 4 warps
-    reach 97% of a device-to-device copy's bandwidth at 65536 rows, against 79% with 16 warps);
-    looped, chunks of 8192 lanes with 16 warps (the best of 2048/4096/8192 x 4/8/16 for rows of
-    16384 and 32000)."""
+def schedule(n: int, max_rows: int | None = None) -> Schedule:
+    """For rows of (at most) ``n`` lanes, in a bucket of at most ``max_rows`` rows (None: unknown).
+
+    A row that fits — padded to a power of two, at most MAX_BLOCK lanes — stays in registers
+    (persistent: one read, one write). Rows narrower than TILE_LANES are taken several to a program,
+    TILE_LANES // BLOCK of them (never more than the bucket's rows, rounded up to a power of two),
+    so that a program of a 64-wide rotary row or a 512-wide MLP row moves as much as one of a
+    4096-wide row; wider rows take one program each. A row wider than MAX_BLOCK is walked in
+    chunks of LOOP_BLOCK (looped: each reduction and the output take one pass over the row), one
+    row per program. num_warps, from sweeps on the H200 (bench/results/triton_schedule.md):
+    persistent, about 32 lanes of the program's tile per thread, 1 to 8 warps (a 2880-wide row:
+    BLOCK 4096 and 4 warps reach 97% of a device-to-device copy's bandwidth at 65536 rows, against
+    79% with 16 warps); looped, chunks of 8192 lanes with 16 warps (the best of 2048/4096/8192 x
+    4/8/16 for rows of 16384 and 32000)."""
     if n <= MAX_BLOCK:
         block = _next_pow2(n)
-        return Schedule(block, max(1, min(8, block // 1024)), looped=False)
+        rows = max(1, TILE_LANES // block)
+        if max_rows is not None:
+            rows = min(rows, _next_pow2(max_rows))
+        return Schedule(block, max(1, min(8, rows * block // 1024)), looped=False, rows=rows)
     return Schedule(LOOP_BLOCK, 16, looped=True)
 
 
@@ -562,11 +621,12 @@ class TritonBackend(Backend):
                 continue
             kind = prog.kind_of(v.spec)
             if kind == Kind.ROW_SCALAR:
-                scalar_loads.append(Line(f"{v.name} = tl.load({ptr} + row)"))
+                scalar_loads.append(Line(f"{v.name} = tl.load({ptr} + row{prog.row_mask})"))
+            elif kind == Kind.COL:
+                loads.append(Line(f"{v.name} = tl.load({ptr} + cols, mask={prog.col_mask}, other=0.0)"))
             else:
                 broadcast = prog.broadcast_row(v.spec.shape)
-                offset = "cols" if kind == Kind.COL else f"{broadcast or 'row'} * N + cols"
-                loads.append(Line(f"{v.name} = tl.load({ptr} + {offset}, mask=mask, other=0.0)"))
+                loads.append(Line(f"{v.name} = tl.load({ptr} + {broadcast or 'row'} * N + cols, mask=mask, other=0.0)"))
             prog.exprs[v.name] = Expr(v.name, kind)
             kernel_params.append(ptr)
             launch_args.append(v.name)
@@ -603,32 +663,39 @@ class TritonBackend(Backend):
                 Line(f"{o.name} = _empty_strided_cuda({sizes}, {tuple_text(_contiguous_strides(sizes_text))}, {dtype}) "
                      f"if _device >= 0 else torch.empty({sizes}, dtype={dtype}, device={row_input.name}.device)")
             )
-            offset, masked = ("row * N + cols", ", mask=mask") if kind == Kind.ROW else ("row", "")
+            offset, masked = ("row * N + cols", ", mask=mask") if kind == Kind.ROW else ("row", prog.row_mask)
             stores.append(Line(f"tl.store({ptr} + {offset}, {expr.text}{masked})"))
             kernel_params.append(ptr)
             launch_args.append(o.name)
-        plan = schedule(prog.n_max)
+        plan = schedule(prog.n_max, prog.max_rows)
         body = (prog.looped_body if plan.looped else prog.persistent_body)(scalar_loads, loads, stores)
-        # run-time sizes: from the row input's shape, passed after the tensors (never specialised on)
+        # run-time sizes: from the row input's shape, passed after the tensors (never specialised on);
+        # several rows per program: also the number of rows (the last program's tile runs past it)
         sizes = []
         for name in prog.size_params:
             axis, dim = next((i, d) for i, d in enumerate(row_input.spec.shape) if isinstance(d, SymDim) and d.name == name)
             sizes.append(Line(f"{name} = {row_input.name}.shape[{axis}]" + (f" // {dim.coeff}" if dim.coeff != 1 else "")))
-        runtime = [*prog.size_params, *(["N"] if prog.n is None else [])]
+        rows_expr = f"{row_input.name}.numel() // {row_width or n_expr}"
+        size_params = list(prog.size_params)
+        if plan.rows > 1:
+            sizes.append(Line(f"_rows = {rows_expr}"))
+            size_params.append("_rows")
+            rows_expr = f"(_rows + {plan.rows - 1}) // {plan.rows}"
+        runtime = [*size_params, *(["N"] if prog.n is None else [])]
         return TritonRegionView(
             name=region.name,
             kernel=region.name,
             emits_kernel=True,
             decorator=f"@triton.jit(do_not_specialize={runtime!r})" if runtime else "@triton.jit",
             params=tuple(v.name for v in region.inputs),
-            kernel_params=(*kernel_params, *prog.size_params),
+            kernel_params=(*kernel_params, *size_params),
             n_param="N: tl.constexpr" if prog.n is not None else "N",
             body=tuple(body),
             schedule_note=plan.note(prog.n if prog.n is not None else f"N <= {prog.n_max}"),
-            rows_expr=f"{row_input.name}.numel() // {row_width or n_expr}",
+            rows_expr=rows_expr,
             sizes=tuple(sizes),
             allocations=tuple(allocations),
-            launch_args=(*launch_args, *prog.size_params),
+            launch_args=(*launch_args, *size_params),
             n=n_expr,
             block=plan.block,
             num_warps=plan.num_warps,
