@@ -133,8 +133,8 @@ def _launch(
 
 @triton.jit(do_not_specialize=["_rows"])
 def bucket0_fusion0_kernel(t22_ptr, t9_out_ptr, _rows, N: tl.constexpr, BLOCK: tl.constexpr):
-    # persistent: 8 rows of 512 per program in BLOCK=512 lanes, 4 warps
-    row = tl.program_id(0).to(tl.int64) * 8 + tl.arange(0, 8)[:, None]
+    # persistent: 2 rows of 512 per program in BLOCK=512 lanes, 1 warps
+    row = tl.program_id(0).to(tl.int64) * 2 + tl.arange(0, 2)[:, None]
     in_rows = row < _rows
     cols = tl.arange(0, BLOCK)[None, :]
     lanes = cols < N
@@ -155,8 +155,8 @@ bucket0_fusion0_compiled: dict = {}
 
 @triton.jit(do_not_specialize=["_rows"])
 def bucket0_fusion1_kernel(t9_ptr, t23_ptr, input__out_ptr, _rows, N: tl.constexpr, BLOCK: tl.constexpr):
-    # persistent: 8 rows of 512 per program in BLOCK=512 lanes, 4 warps
-    row = tl.program_id(0).to(tl.int64) * 8 + tl.arange(0, 8)[:, None]
+    # persistent: 2 rows of 512 per program in BLOCK=512 lanes, 1 warps
+    row = tl.program_id(0).to(tl.int64) * 2 + tl.arange(0, 2)[:, None]
     in_rows = row < _rows
     cols = tl.arange(0, BLOCK)[None, :]
     lanes = cols < N
@@ -309,19 +309,19 @@ def forward(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight):
         _kernel = bucket0_fusion0_compiled.get(_device + _device + _misaligned)
         # compiled for _device and this alignment: the C launch alone
         if _kernel is not None:
-            _kernel[1]((_rows + 7) // 8, 1, 1, _raw_stream(_device), *_kernel[2], *_raw, 512, 512)
+            _kernel[1]((_rows + 1) // 2, 1, 1, _raw_stream(_device), *_kernel[2], *_raw, 512, 512)
         else:
             # the first call (compiles), another device, the interpreter, tracing
             _launch(
                 bucket0_fusion0_kernel,
                 bucket0_fusion0_compiled,
-                (_rows + 7) // 8,
+                (_rows + 1) // 2,
                 (t22, t9, _rows),
                 _raw,
                 _misaligned,
                 512,
                 512,
-                4,
+                1,
             )
         # torch/nn/modules/linear.py:134: return F.linear(input, self.weight, self.bias)
         t23 = torch.nn.functional.linear(x, t_up_proj_weight, None)
@@ -338,19 +338,19 @@ def forward(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight):
         _kernel = bucket0_fusion1_compiled.get(_device + _device + _misaligned)
         # compiled for _device and this alignment: the C launch alone
         if _kernel is not None:
-            _kernel[1]((_rows + 7) // 8, 1, 1, _raw_stream(_device), *_kernel[2], *_raw, 512, 512)
+            _kernel[1]((_rows + 1) // 2, 1, 1, _raw_stream(_device), *_kernel[2], *_raw, 512, 512)
         else:
             # the first call (compiles), another device, the interpreter, tracing
             _launch(
                 bucket0_fusion1_kernel,
                 bucket0_fusion1_compiled,
-                (_rows + 7) // 8,
+                (_rows + 1) // 2,
                 (t9, t23, input_, _rows),
                 _raw,
                 _misaligned,
                 512,
                 512,
-                4,
+                1,
             )
         # torch/nn/modules/linear.py:134: return F.linear(input, self.weight, self.bias)
         t24 = torch.nn.functional.linear(input_, t_down_proj_weight, None)

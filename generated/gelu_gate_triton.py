@@ -131,14 +131,12 @@ def _launch(
     entry[1](rows, 1, 1, _raw_stream(index), *entry[2], *raw, n, block)
 
 
-@triton.jit(do_not_specialize=["_rows"])
-def bucket0_fusion0_kernel(gate_up_ptr, t36_out_ptr, _rows, N: tl.constexpr, BLOCK: tl.constexpr):
-    # persistent: 4 rows of 1024 per program in BLOCK=1024 lanes, 4 warps
-    row = tl.program_id(0).to(tl.int64) * 4 + tl.arange(0, 4)[:, None]
-    in_rows = row < _rows
-    cols = tl.arange(0, BLOCK)[None, :]
-    lanes = cols < N
-    mask = in_rows & lanes
+@triton.jit
+def bucket0_fusion0_kernel(gate_up_ptr, t36_out_ptr, N: tl.constexpr, BLOCK: tl.constexpr):
+    # persistent: one row of 1024 per program in BLOCK=1024 lanes, 1 warps
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < N
     # thunder_aot/examples/blocks.py:69: gate, up = gate_up.chunk(2, dim=-1)
     gate = tl.load(gate_up_ptr + row * 2048 + 0 + cols, mask=mask, other=0.0)
     up = tl.load(gate_up_ptr + row * 2048 + 1024 + cols, mask=mask, other=0.0)
@@ -295,30 +293,29 @@ def forward(gate_up):
         # bucket 0: [s0=1..2048]x2048:bfloat16
         s0 = shape_0[0]
         # aotFusion0: slice, slice, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, convert_element_type, add, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, tanh, convert_element_type, convert_element_type, add, convert_element_type, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, convert_element_type, mul, convert_element_type
-        _rows = gate_up.numel() // 2048
         t36 = (
             _empty_strided_cuda((s0, 1024), (1024, 1), torch.bfloat16)
             if _device >= 0
             else torch.empty((s0, 1024), dtype=torch.bfloat16, device=gate_up.device)
         )
-        _raw = (gate_up.data_ptr(), t36.data_ptr(), _rows)
+        _raw = (gate_up.data_ptr(), t36.data_ptr())
         _misaligned = (_raw[0]) & 15 != 0
         _kernel = bucket0_fusion0_compiled.get(_device + _device + _misaligned)
         # compiled for _device and this alignment: the C launch alone
         if _kernel is not None:
-            _kernel[1]((_rows + 3) // 4, 1, 1, _raw_stream(_device), *_kernel[2], *_raw, 1024, 1024)
+            _kernel[1](gate_up.numel() // 2048, 1, 1, _raw_stream(_device), *_kernel[2], *_raw, 1024, 1024)
         else:
             # the first call (compiles), another device, the interpreter, tracing
             _launch(
                 bucket0_fusion0_kernel,
                 bucket0_fusion0_compiled,
-                (_rows + 3) // 4,
-                (gate_up, t36, _rows),
+                gate_up.numel() // 2048,
+                (gate_up, t36),
                 _raw,
                 _misaligned,
                 1024,
                 1024,
-                4,
+                1,
             )
         return t36
 

@@ -131,23 +131,21 @@ def _launch(
     entry[1](rows, 1, 1, _raw_stream(index), *entry[2], *raw, n, block)
 
 
-@triton.jit(do_not_specialize=["_rows"])
+@triton.jit
 def bucket0_fusion0_kernel(
-    input__ptr, t_weight_ptr, t_bias_ptr, t28_out_ptr, _rows, N: tl.constexpr, BLOCK: tl.constexpr
+    input__ptr, t_weight_ptr, t_bias_ptr, t28_out_ptr, N: tl.constexpr, BLOCK: tl.constexpr
 ):
-    # persistent: 4 rows of 1024 per program in BLOCK=1024 lanes, 4 warps
-    row = tl.program_id(0).to(tl.int64) * 4 + tl.arange(0, 4)[:, None]
-    in_rows = row < _rows
-    cols = tl.arange(0, BLOCK)[None, :]
-    lanes = cols < N
-    mask = in_rows & lanes
+    # persistent: one row of 1024 per program in BLOCK=1024 lanes, 1 warps
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < N
     input_ = tl.load(input__ptr + row * N + cols, mask=mask, other=0.0)
-    t_weight = tl.load(t_weight_ptr + cols, mask=lanes, other=0.0)
-    t_bias = tl.load(t_bias_ptr + cols, mask=lanes, other=0.0)
+    t_weight = tl.load(t_weight_ptr + cols, mask=mask, other=0.0)
+    t_bias = tl.load(t_bias_ptr + cols, mask=mask, other=0.0)
     # torch/nn/modules/normalization.py:229: return F.layer_norm(
     t5 = (input_).to(tl.float32)
-    t10 = tl.sum(tl.where(mask, t5, 0.0), axis=1, keep_dims=True) / 1024
-    t9 = tl.sum(tl.where(mask, t5 - t10, 0.0) * tl.where(mask, t5 - t10, 0.0), axis=1, keep_dims=True) / 1024
+    t10 = tl.sum(tl.where(mask, t5, 0.0), axis=0) / 1024
+    t9 = tl.sum(tl.where(mask, t5 - t10, 0.0) * tl.where(mask, t5 - t10, 0.0), axis=0) / 1024
     t15 = t9 + 1e-05
     t16 = tl.rsqrt(t15)
     t18 = (input_).to(tl.float32)
@@ -301,30 +299,29 @@ def forward(input_, t_bias, t_weight):
         # bucket 0: [s0=1..2048]x1024:bfloat16
         s0 = shape_0[0]
         # aotFusion0: convert_element_type, shallow_copy, var_mean, broadcast_in_dim, broadcast_in_dim, shallow_copy, shallow_copy, add, rsqrt, broadcast_in_dim, convert_element_type, sub, broadcast_in_dim, mul, broadcast_in_dim, convert_element_type, mul, broadcast_in_dim, convert_element_type, add, convert_element_type, convert_element_type, convert_element_type
-        _rows = input_.numel() // 1024
         t28 = (
             _empty_strided_cuda((s0, 1024), (1024, 1), torch.bfloat16)
             if _device >= 0
             else torch.empty((s0, 1024), dtype=torch.bfloat16, device=input_.device)
         )
-        _raw = (input_.data_ptr(), t_weight.data_ptr(), t_bias.data_ptr(), t28.data_ptr(), _rows)
+        _raw = (input_.data_ptr(), t_weight.data_ptr(), t_bias.data_ptr(), t28.data_ptr())
         _misaligned = (_raw[0] | _raw[1] | _raw[2]) & 15 != 0
         _kernel = bucket0_fusion0_compiled.get(_device + _device + _misaligned)
         # compiled for _device and this alignment: the C launch alone
         if _kernel is not None:
-            _kernel[1]((_rows + 3) // 4, 1, 1, _raw_stream(_device), *_kernel[2], *_raw, 1024, 1024)
+            _kernel[1](input_.numel() // 1024, 1, 1, _raw_stream(_device), *_kernel[2], *_raw, 1024, 1024)
         else:
             # the first call (compiles), another device, the interpreter, tracing
             _launch(
                 bucket0_fusion0_kernel,
                 bucket0_fusion0_compiled,
-                (_rows + 3) // 4,
-                (input_, t_weight, t_bias, t28, _rows),
+                input_.numel() // 1024,
+                (input_, t_weight, t_bias, t28),
                 _raw,
                 _misaligned,
                 1024,
                 1024,
-                4,
+                1,
             )
         return t28
 

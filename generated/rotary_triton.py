@@ -135,8 +135,8 @@ def _launch(
 def bucket0_fusion0_kernel(
     x_ptr, cos_ptr, sin_ptr, t19_out_ptr, S, _rows, N: tl.constexpr, BLOCK: tl.constexpr
 ):
-    # persistent: 64 rows of 64 per program in BLOCK=64 lanes, 4 warps
-    row = tl.program_id(0).to(tl.int64) * 64 + tl.arange(0, 64)[:, None]
+    # persistent: 16 rows of 64 per program in BLOCK=64 lanes, 1 warps
+    row = tl.program_id(0).to(tl.int64) * 16 + tl.arange(0, 16)[:, None]
     in_rows = row < _rows
     cols = tl.arange(0, BLOCK)[None, :]
     lanes = cols < N
@@ -331,19 +331,19 @@ def forward(x, cos, sin):
         _kernel = bucket0_fusion0_compiled.get(_device + _device + _misaligned)
         # compiled for _device and this alignment: the C launch alone
         if _kernel is not None:
-            _kernel[1]((_rows + 63) // 64, 1, 1, _raw_stream(_device), *_kernel[2], *_raw, 64, 64)
+            _kernel[1]((_rows + 15) // 16, 1, 1, _raw_stream(_device), *_kernel[2], *_raw, 64, 64)
         else:
             # the first call (compiles), another device, the interpreter, tracing
             _launch(
                 bucket0_fusion0_kernel,
                 bucket0_fusion0_compiled,
-                (_rows + 63) // 64,
+                (_rows + 15) // 16,
                 (x, cos, sin, t19, S, _rows),
                 _raw,
                 _misaligned,
                 64,
                 64,
-                4,
+                1,
             )
         return t19
 

@@ -165,8 +165,8 @@ bucket0_fusion0_compiled: dict = {}
 
 @triton.jit(do_not_specialize=["S", "_rows", "N"])
 def bucket1_fusion0_kernel(scores_ptr, mask__ptr, t20_out_ptr, S, _rows, N, BLOCK: tl.constexpr):
-    # persistent: 8 rows of N <= 512 per program in BLOCK=512 lanes, 4 warps
-    row = tl.program_id(0).to(tl.int64) * 8 + tl.arange(0, 8)[:, None]
+    # persistent: 2 rows of N <= 512 per program in BLOCK=512 lanes, 1 warps
+    row = tl.program_id(0).to(tl.int64) * 2 + tl.arange(0, 2)[:, None]
     in_rows = row < _rows
     cols = tl.arange(0, BLOCK)[None, :]
     lanes = cols < N
@@ -373,20 +373,20 @@ def forward(scores, mask_):
         # compiled for _device and this alignment: the C launch alone
         if _kernel is not None:
             _kernel[1](
-                (_rows + 7) // 8, 1, 1, _raw_stream(_device), *_kernel[2], *_raw, scores.shape[-1], 512
+                (_rows + 1) // 2, 1, 1, _raw_stream(_device), *_kernel[2], *_raw, scores.shape[-1], 512
             )
         else:
             # the first call (compiles), another device, the interpreter, tracing
             _launch(
                 bucket1_fusion0_kernel,
                 bucket1_fusion0_compiled,
-                (_rows + 7) // 8,
+                (_rows + 1) // 2,
                 (scores, mask_, t20, S, _rows),
                 _raw,
                 _misaligned,
                 scores.shape[-1],
                 512,
-                4,
+                1,
             )
         return t20
 

@@ -24,8 +24,9 @@ MAX_BLOCK = 8192
 #: chunk (lanes) of the looped schedule for wider rows
 LOOP_BLOCK = 8192
 #: lanes one program of the persistent schedule works on: rows narrower than this are taken several
-#: to a program (rows per program = TILE_LANES // BLOCK, at most the bucket's rows)
-TILE_LANES = 4096
+#: to a program (rows per program = TILE_LANES // BLOCK, at most the bucket's rows); the best or
+#: tied best setting at every module of the sweep (bench/results/triton_tiles.md)
+TILE_LANES = 1024
 
 TL_DTYPES = {
     "bool": "tl.int1",
@@ -527,15 +528,17 @@ def schedule(n: int, max_rows: int | None = None) -> Schedule:
 
     A row that fits — padded to a power of two, at most MAX_BLOCK lanes — stays in registers
     (persistent: one read, one write). Rows narrower than TILE_LANES are taken several to a program,
-    TILE_LANES // BLOCK of them (never more than the bucket's rows, rounded up to a power of two),
-    so that a program of a 64-wide rotary row or a 512-wide MLP row moves as much as one of a
-    4096-wide row; wider rows take one program each. A row wider than MAX_BLOCK is walked in
-    chunks of LOOP_BLOCK (looped: each reduction and the output take one pass over the row), one
-    row per program. num_warps, from sweeps on the H200 (bench/results/triton_schedule.md):
-    persistent, about 32 lanes of the program's tile per thread, 1 to 8 warps (a 2880-wide row:
-    BLOCK 4096 and 4 warps reach 97% of a device-to-device copy's bandwidth at 65536 rows, against
-    79% with 16 warps); looped, chunks of 8192 lanes with 16 warps (the best of 2048/4096/8192 x
-    4/8/16 for rows of 16384 and 32000)."""
+    TILE_LANES // BLOCK of them (never more than the bucket's rows, rounded up to a power of two);
+    wider rows take one program each. A row wider than MAX_BLOCK is walked in chunks of LOOP_BLOCK
+    (looped: each reduction and the output take one pass over the row), one row per program.
+
+    From sweeps on the H200. Rows per program (bench/results/triton_tiles.md): 1024-lane tiles run
+    262144 rotary rows of 64 in 24 µs against 163 µs at one row per program, and 65536 rows of 256
+    in 30 µs against 45 µs; larger tiles are slower (a 1024-wide softmax: 61 µs at one row, 79 µs
+    at four). num_warps (bench/results/triton_schedule.md): persistent, about 32 lanes of the
+    program's tile per thread, 1 to 8 warps (a 2880-wide row: BLOCK 4096 and 4 warps reach 97% of a
+    device-to-device copy's bandwidth at 65536 rows, against 79% with 16 warps); looped, chunks of
+    8192 lanes with 16 warps (the best of 2048/4096/8192 x 4/8/16 for rows of 16384 and 32000)."""
     if n <= MAX_BLOCK:
         block = _next_pow2(n)
         rows = max(1, TILE_LANES // block)
