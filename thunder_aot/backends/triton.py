@@ -145,9 +145,10 @@ class RowProgram:
         self.exprs: dict[str, Expr] = {}
         self.lines: list[Line] = []
         self.line_info: list[tuple[str, Reduction | None]] = []  # per line: what it defines, the reduction it computes
-        #: rows per program (schedule()): 1 writes each value as a [BLOCK] vector of one row; more
-        #: as a [rows, BLOCK] tile (``row`` a [rows, 1] column of row indices, ``cols`` [1, BLOCK])
-        self.tile_rows = schedule(self.n_max, self.max_rows).rows
+        #: BLOCK, num_warps, rows per program. One row per program writes each value as a [BLOCK]
+        #: vector; more, as a [rows, BLOCK] tile (``row`` a [rows, 1] column of row indices, ``cols`` [1, BLOCK])
+        self.plan = schedule(self.n_max, self.max_rows)
+        self.tile_rows = self.plan.rows
 
     @property
     def max_rows(self) -> int | None:
@@ -465,7 +466,7 @@ class TritonRegionView:
     @property
     def inline_lines(self) -> tuple[Line, ...]:
         """Run-time sizes, output allocations, the kernel's arguments as the launcher takes them
-        (pointers as ints, then sizes), then the launch of one program per row: where the kernel is
+        (pointers as ints, then sizes), then the launch of one program per row (or tile of rows): where the kernel is
         compiled for ``_device`` (forward's direct-launch device, -1 for none) and the inputs'
         alignment, its C launch function alone, on the current stream; otherwise ``_launch``
         (compiles, or runs it as the interpreter or torch.compile needs). An input off a 16-byte
@@ -670,7 +671,7 @@ class TritonBackend(Backend):
             stores.append(Line(f"tl.store({ptr} + {offset}, {expr.text}{masked})"))
             kernel_params.append(ptr)
             launch_args.append(o.name)
-        plan = schedule(prog.n_max, prog.max_rows)
+        plan = prog.plan
         body = (prog.looped_body if plan.looped else prog.persistent_body)(scalar_loads, loads, stores)
         # run-time sizes: from the row input's shape, passed after the tensors (never specialised on);
         # several rows per program: also the number of rows (the last program's tile runs past it)
