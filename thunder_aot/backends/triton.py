@@ -466,12 +466,12 @@ class TritonRegionView:
     @property
     def inline_lines(self) -> tuple[Line, ...]:
         """Run-time sizes, output allocations, the kernel's arguments as the launcher takes them
-        (pointers as ints, then sizes), then the launch of one program per row (or tile of rows): where the kernel is
-        compiled for ``_device`` (forward's direct-launch device, -1 for none) and the inputs'
-        alignment, its C launch function alone, on the current stream; otherwise ``_launch``
-        (compiles, or runs it as the interpreter or torch.compile needs). An input off a 16-byte
-        boundary gets its own compiled kernel (outputs come from torch's allocator, which aligns
-        far more)."""
+        (pointers as ints, then sizes), then the launch of one program per row (or tile of rows):
+        where the kernel is compiled for ``_device`` (forward's direct-launch device, -1 for none)
+        and the inputs' alignment, its C launch function alone, on the current stream; otherwise
+        ``_launch`` (compiles, or runs it as the interpreter or torch.compile needs). An input off a
+        16-byte boundary gets its own compiled kernel (outputs come from torch's allocator, which
+        aligns far more)."""
         tensors = self.tensor_names
         raw = [f"{t}.data_ptr()" for t in tensors] + list(self.size_names)
         inputs = [i for i, t in enumerate(tensors) if t in self.params]
