@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from tests.examples import EXPORTS
-from tests.helpers import ROOT
+from tests.helpers import ROOT, run_cli
 
 IDS = [e[0] for e in EXPORTS]
 #: how many Triton kernels each module holds (regions whose kernel another bucket already has share it;
@@ -271,3 +271,18 @@ def test_broadcast_rows_index_the_row_they_repeat(full, own):
         got = [eval(expression, {"row": row, "S": s}) for row in range(len(expected))]
         assert got == expected.tolist(), (expression, s)
     assert prog.broadcast_row(dims(full)) is None  # the full shape is a plain row
+
+
+def test_an_unchecked_triton_export_runs_and_matches_its_source_under_the_interpreter(tmp_path):
+    """--unchecked leaves out the checks and the guard table; forward still sets _device (from
+    _eager_device) before the kernels launch. Export's verification runs it against the source."""
+    out = tmp_path / "rotary_unchecked.py"
+    shapes = "1x8x[S=1..128]x64:bf16, 1x1x[S]x64:bf16, 1x1x[S]x64:bf16"
+    result = run_cli("export", "thunder_aot.examples.blocks:rotary_embedding", "--shapes", shapes, "--backend", "triton",
+                     "--unchecked", "--out", str(out), env={"TRITON_INTERPRET": "1"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "verified: 3 calls match the source module" in result.stderr
+    text = out.read_text()
+    assert "_FAST" not in text and "raise _bad_input(" not in text
+    forward = text.split("\ndef forward(")[1].split("\n\n\n")[0]
+    assert forward.count("_device = _eager_device(x)") == 1 and "_kernel[1](" in forward
