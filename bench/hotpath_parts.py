@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from thunder_aot.bench import interleaved_times
+from thunder_aot.bench import interleaved_times, print_table
 from thunder_aot.examples.gpt_oss import rmsnorm
 from thunder_aot.verify import load_module_from_text
 
@@ -61,10 +61,7 @@ def main() -> None:
     samples = interleaved_times(cases, args.rounds, 0.05)
     lines = ["| step | µs per call |", "|---|---|"]
     lines += [f"| {k} | {statistics.median(v):.3f} |" for k, v in samples.items()]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text)
+    print_table(lines, args.out)
 
 
 if __name__ == "__main__":

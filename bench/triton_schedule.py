@@ -16,21 +16,15 @@ import torch
 import triton
 import triton.testing
 
+from thunder_aot.bench import copy_bandwidth_gb_per_s, print_table
 from thunder_aot.verify import load_module_from_text
-
-
-def copy_gb_per_s() -> float:
-    src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
-    dst = torch.empty_like(src)
-    ms = triton.testing.do_bench(lambda: dst.copy_(src), return_mode="median")
-    return 2 * src.numel() / (ms * 1e-3) / 1e9
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
-    copy = copy_gb_per_s()
+    copy = copy_bandwidth_gb_per_s()
     lines = [f"device-to-device copy: {copy:.0f} GB/s", "", "| kernel | rows x N | BLOCK | num_warps | µs | GB/s | % of copy |", "|---|---|---|---|---|---|---|"]
     cases = [
         ("rmsnorm", "bucket3_fusion0_kernel", 2880, (65536, 16384, 128), (4096,), (4, 8, 16, 32)),
@@ -59,10 +53,7 @@ def main() -> None:
                     gbs = nbytes / (ms * 1e-3) / 1e9
                     lines.append(f"| {stem} | {rows}x{n} | {block} | {w} | {ms * 1e3:.1f} | {gbs:.0f} | {100 * gbs / copy:.0f}% |")
                     print(lines[-1], flush=True)
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text)
+    print_table(lines, args.out)
 
 
 if __name__ == "__main__":

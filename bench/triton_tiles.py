@@ -12,13 +12,12 @@ once) against a device-to-device copy's.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 import torch
 import triton.testing
 
 import thunder_aot.backends.triton as triton_backend
-from thunder_aot.bench import bare_launches, copy_bandwidth_gb_per_s, io_bytes
+from thunder_aot.bench import bare_launches, copy_bandwidth_gb_per_s, io_bytes, print_table
 from thunder_aot.export import ExportRequest, export
 from thunder_aot.resolve import resolve_module
 from thunder_aot.verify import compare, load_module_from_text
@@ -68,10 +67,7 @@ def main() -> None:
             rows = inputs[0].numel() // inputs[0].shape[-1]
             lines.append(f"| {name} | {rows}x{inputs[0].shape[-1]} | {tile or 'one row'} | {note} | {ms * 1e3:.1f} | {gbs:.0f} | {100 * gbs / copy:.0f}% |")
             print(lines[-1], flush=True)
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text)
+    print_table(lines, args.out)
 
 
 if __name__ == "__main__":

@@ -79,3 +79,14 @@ def test_ratios_against_floors_and_baselines(tmp_path):
 def test_an_unchecked_module_is_measured_against_the_same_floor():
     assert floor_of("thunder-aot(nvfuser)") == floor_of("thunder-aot(nvfuser, unchecked)") == "bare launch(nvfuser)"
     assert floor_of("thunder-aot(triton, unchecked)") == "bare launch(triton)"
+
+
+def test_print_table_prints_and_writes_the_table(tmp_path, capsys):
+    from thunder_aot.bench import print_table
+
+    lines = ["| a | b |", "|---|---|", "| 1 | 2.50 |"]
+    print_table(lines, str(tmp_path / "t.md"))
+    assert (tmp_path / "t.md").read_text() == "\n".join(lines) + "\n"
+    assert capsys.readouterr().out == "\n".join(lines) + "\n\n"
+    print_table(lines, None)
+    assert "| 1 | 2.50 |" in capsys.readouterr().out and sorted(p.name for p in tmp_path.iterdir()) == ["t.md"]

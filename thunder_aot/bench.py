@@ -125,6 +125,14 @@ def copy_bandwidth_gb_per_s(nbytes: int = 1 << 30) -> float:
     return 2 * src.numel() / (us * 1e-6) / 1e9
 
 
+def print_table(lines: list[str], out: str | None) -> None:
+    """Print a markdown table (the bench scripts' results) and, with ``out``, write it there."""
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if out:
+        Path(out).write_text(text)
+
+
 def nvfuser_executions(aot: torch.nn.Module, inputs: list[torch.Tensor]) -> list[tuple[object, list]]:
     """The FusionDefinitions one forward of a generated nvFuser module executes, in order, with their
     inputs: each ``_Fusion`` of the module (recorded at import, or per size in a dict) gets a recording
