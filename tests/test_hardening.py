@@ -55,7 +55,10 @@ def test_exact_buckets_serve_their_shapes_first():
             compare(SOURCE(x), AOT(x), f"exact {rows}")
 
 
-def test_interrupted_export_leaves_no_file(tmp_path):
+@pytest.mark.parametrize("delay", [0.0, 0.1, 0.2])
+def test_interrupted_export_leaves_no_file(tmp_path, delay):
+    """Ctrl-C in the middle of tracing, at a few points: Thunder's interpreter wraps the interrupt in
+    its own error, or swallows it; either way the export stops, says so, and writes nothing."""
     out = tmp_path / "never.py"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
@@ -69,8 +72,33 @@ def test_interrupted_export_leaves_no_file(tmp_path):
         line = proc.stderr.readline()
         if not line and proc.poll() is not None:
             break
+    time.sleep(delay)
     proc.send_signal(signal.SIGINT)
     rest = proc.communicate(timeout=120)[1]
     assert proc.returncode == 130, rest
-    assert "interrupted; nothing was written" in rest
+    assert "interrupted; nothing was written" in rest and "error" not in rest
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_interrupt_that_was_swallowed_still_stops_the_command(capsys):
+    from thunder_aot import cli
+    from thunder_aot.trace import _caused_by_interrupt
+
+    cli._INTERRUPTED.clear()
+    try:
+        cli._on_sigint(signal.SIGINT, None)
+    except KeyboardInterrupt:
+        pass  # code the interrupt hit swallowed it
+    with pytest.raises(KeyboardInterrupt):
+        cli._progress("tracing the next bucket")
+    assert "tracing the next bucket" not in capsys.readouterr().err
+    cli._INTERRUPTED.clear()
+    cli._progress("goes on")
+    assert "goes on" in capsys.readouterr().err
+    try:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as e:
+            raise RuntimeError("Encountered exception KeyboardInterrupt") from e
+    except RuntimeError as wrapped:
+        assert _caused_by_interrupt(wrapped) and not _caused_by_interrupt(RuntimeError("other"))

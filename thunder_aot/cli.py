@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import difflib
 import shlex
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from thunder_aot.errors import ExportError
@@ -13,7 +15,23 @@ from thunder_aot.errors import ExportError
 REGENERATE_PREFIX = "# Regenerate: "
 
 
+#: set by the SIGINT handler main() installs: a Ctrl-C that code it interrupted swallowed (Thunder's
+#: interpreter can) still stops the command at the next progress report or before any write
+_INTERRUPTED = threading.Event()
+
+
+def _on_sigint(signum, frame) -> None:
+    _INTERRUPTED.set()
+    raise KeyboardInterrupt
+
+
+def _stop_if_interrupted() -> None:
+    if _INTERRUPTED.is_set():
+        raise KeyboardInterrupt
+
+
 def _progress(message: str) -> None:
+    _stop_if_interrupted()
     print(f"thunder-aot: {message}", file=sys.stderr, flush=True)
 
 
@@ -99,6 +117,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from thunder_aot.export import export
 
     text = export(_request(args), verify=not args.no_verify, progress=_progress)
+    _stop_if_interrupted()
     if args.out is None:
         sys.stdout.write(text)
     elif write_atomic(Path(args.out), text):
@@ -187,14 +206,25 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    _INTERRUPTED.clear()
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = (signal.getsignal(signal.SIGINT) or signal.default_int_handler) if in_main_thread else None
+    if in_main_thread:
+        signal.signal(signal.SIGINT, _on_sigint)
     try:
         return {"export": cmd_export, "check": cmd_check, "bench": cmd_bench}[args.command](args)
     except ExportError as e:
+        if _INTERRUPTED.is_set():  # an error that the interrupt caused
+            print("thunder-aot: interrupted; nothing was written", file=sys.stderr)
+            return 130
         print(f"thunder-aot: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("thunder-aot: interrupted; nothing was written", file=sys.stderr)
         return 130
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGINT, previous)
 
 
 if __name__ == "__main__":

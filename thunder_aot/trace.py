@@ -130,6 +130,17 @@ class TracedBucket:
     attributes: dict[str, object]  # module settings the trace read and baked in ("norm.eps": 1e-6)
 
 
+def _caused_by_interrupt(error: BaseException) -> bool:
+    """Whether a KeyboardInterrupt is in ``error``'s chain of causes and contexts."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, KeyboardInterrupt):
+            return True
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return False
+
+
 def trace_module(
     module: torch.nn.Module, args: list[torch.Tensor], input_names: list[str], claimable: Iterable[prims.PrimIDs]
 ) -> TracedBucket:
@@ -143,6 +154,8 @@ def trace_module(
     except ExportError:
         raise
     except Exception as e:
+        if _caused_by_interrupt(e):  # Thunder's interpreter wraps a Ctrl-C in its own error
+            raise KeyboardInterrupt from e
         message = str(e).strip().splitlines()[0] if str(e).strip() else ""
         shapes = ", ".join(f"{tuple(a.shape)}:{str(a.dtype).removeprefix('torch.')}" for a in args)
         raise ExportError(
