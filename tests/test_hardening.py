@@ -95,6 +95,9 @@ def test_an_interrupt_that_was_swallowed_still_stops_the_command(capsys):
     cli._INTERRUPTED.clear()
     cli._progress("goes on")
     assert "goes on" in capsys.readouterr().err
+    # every command says what an interrupt left behind
+    commands = set(next(a for a in cli.parser()._actions if a.dest == "command").choices)
+    assert set(cli._WRITTEN_WHEN_INTERRUPTED) == commands == {"export", "check", "bench"}
     try:
         try:
             raise KeyboardInterrupt

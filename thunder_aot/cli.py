@@ -204,6 +204,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+#: what an interrupted command leaves behind (every file is written atomically)
+_WRITTEN_WHEN_INTERRUPTED = {
+    "export": "nothing was written",
+    "check": "files listed as updated above were rewritten, the rest left as they were",
+    "bench": "the reports under --out (if given) hold the points measured so far",
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     _INTERRUPTED.clear()
@@ -215,12 +223,12 @@ def main(argv: list[str] | None = None) -> int:
         return {"export": cmd_export, "check": cmd_check, "bench": cmd_bench}[args.command](args)
     except ExportError as e:
         if _INTERRUPTED.is_set():  # an error that the interrupt caused
-            print("thunder-aot: interrupted; nothing was written", file=sys.stderr)
+            print(f"thunder-aot: interrupted; {_WRITTEN_WHEN_INTERRUPTED[args.command]}", file=sys.stderr)
             return 130
         print(f"thunder-aot: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("thunder-aot: interrupted; nothing was written", file=sys.stderr)
+        print(f"thunder-aot: interrupted; {_WRITTEN_WHEN_INTERRUPTED[args.command]}", file=sys.stderr)
         return 130
     finally:
         if in_main_thread:
