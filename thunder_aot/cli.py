@@ -221,13 +221,11 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGINT, _on_sigint)
     try:
         return {"export": cmd_export, "check": cmd_check, "bench": cmd_bench}[args.command](args)
-    except ExportError as e:
-        if _INTERRUPTED.is_set():  # an error that the interrupt caused
-            print(f"thunder-aot: interrupted; {_WRITTEN_WHEN_INTERRUPTED[args.command]}", file=sys.stderr)
-            return 130
-        print(f"thunder-aot: error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
+    except (ExportError, KeyboardInterrupt) as e:
+        if isinstance(e, ExportError) and not _INTERRUPTED.is_set():
+            print(f"thunder-aot: error: {e}", file=sys.stderr)
+            return 2
+        # Ctrl-C, or an error that it caused
         print(f"thunder-aot: interrupted; {_WRITTEN_WHEN_INTERRUPTED[args.command]}", file=sys.stderr)
         return 130
     finally:
