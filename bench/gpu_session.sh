@@ -11,6 +11,9 @@
 #       run, the Triton hot-path layers, all GPU tests, then rmsnorm, gelu_gate and gated_mlp benched
 #   tiles: after a change of the Triton kernels: their GPU tests (also cuda:1, memcheck), the rows-per-program
 #          sweep, then the modules with several rows per program benched
+#   tiles1 / tiles2: the tiles mode in two calls of under 10 minutes: (1) the Triton GPU tests, the
+#          rows-per-program sweep, the schedule sweep and fd_compare; (2) rotary, softmax and gated_mlp
+#          benched, then the Triton hot-path layers
 #   final: after a Triton change: the Triton GPU tests (also cuda:1, models), the Triton hot-path layers,
 #          then rmsnorm and softmax benched
 set -u
@@ -40,6 +43,15 @@ elif [ "${1:-full}" = tiles ]; then
   step 200 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads or second_gpu or another_gpu"
   step 170 triton_tiles python3 bench/triton_tiles.py --out "$W/triton_tiles.md"
   step 150 modules bash bench/modules.sh "$W/modules" 1 rotary,softmax,layer_norm,gelu_gate
+elif [ "${1:-full}" = tiles1 ]; then
+  step 220 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads or second_gpu or another_gpu"
+  step 170 triton_tiles python3 bench/triton_tiles.py --out "$W/triton_tiles.md"
+  step 80 triton_schedule python3 bench/triton_schedule.py --out "$W/triton_schedule.md"
+  step 50 fd_compare python3 bench/fd_compare.py --out "$W/fd_compare.md"
+elif [ "${1:-full}" = tiles2 ]; then
+  step 340 modules bash bench/modules.sh "$W/modules" 2 rotary,softmax,gated_mlp
+  step 80 overhead_triton python3 bench/overhead.py --backends triton --rounds 3 --out "$W/overhead_triton.md"
+  step 40 hotpath_parts python3 bench/hotpath_parts.py --rounds 3 --out "$W/hotpath_parts.md"
 elif [ "${1:-full}" = final ]; then
   step 150 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads or second_gpu"
   step 70 overhead_triton python3 bench/overhead.py --backends triton --rounds 3 --out "$W/overhead_triton.md"
