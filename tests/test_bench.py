@@ -90,3 +90,19 @@ def test_print_table_prints_and_writes_the_table(tmp_path, capsys):
     assert capsys.readouterr().out == "\n".join(lines) + "\n\n"
     print_table(lines, None)
     assert "| 1 | 2.50 |" in capsys.readouterr().out and sorted(p.name for p in tmp_path.iterdir()) == ["t.md"]
+
+
+def test_schedule_sweep_names_kernels_the_generated_modules_define():
+    """bench/triton_schedule.py launches a kernel of generated/ by name and row width: both must still be
+    there (a regenerated module once dropped the kernel the sweep asked for, found only on the GPU)."""
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("triton_schedule", root / "bench" / "triton_schedule.py")
+    sweep = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sweep)
+    for stem, n, *_ in sweep.CASES:
+        text = (root / "generated" / f"{stem}_triton.py").read_text()
+        assert f"def {sweep.KERNEL}(" in text, stem
+        assert f"*_raw, {n}, " in text, (stem, n)  # the kernel is launched with rows of n
