@@ -162,11 +162,13 @@ def nvfuser_executions(aot: torch.nn.Module, inputs: list[torch.Tensor]) -> list
     return recorded
 
 
-def bare_launches(aot: torch.nn.Module, inputs: list[torch.Tensor]) -> Call | None:
+def bare_launches(aot: torch.nn.Module, inputs: list[torch.Tensor], pointers: bool = False) -> Call | None:
     """The generated module's kernels alone: records the backend calls one forward makes and
     returns a function that replays them with nothing around them (nvFuser: ``fd.execute`` of each
     FusionDefinition; Triton: ``CompiledKernel.run`` into the same output buffers) — the floor the
-    module's per-call overhead is measured against. None when the module launches no kernel."""
+    module's per-call overhead is measured against. None when the module launches no kernel.
+    ``pointers``: Triton's launch gets the tensors' addresses as ints, as the module passes them
+    (the launcher then calls no ``data_ptr()``)."""
     generated = sys.modules[type(aot).__module__]
     if hasattr(generated, "_Fusion"):  # nvfuser
         calls = [(fd.execute, args) for fd, args in nvfuser_executions(aot, inputs)]
@@ -200,6 +202,8 @@ def bare_launches(aot: torch.nn.Module, inputs: list[torch.Tensor]) -> Call | No
     launches = []
     for compiled, rows, args, n, block in recorded:
         stream = torch.cuda.current_stream(args[0].device).cuda_stream
+        if pointers:
+            args = tuple(a.data_ptr() if isinstance(a, torch.Tensor) else a for a in args)
         launches.append((compiled.run, (rows, 1, 1, stream, compiled.function, compiled.packed_metadata, None, None, None, *args, n, block)))
     if len(launches) == 1:
         (run, run_args), = launches
