@@ -133,7 +133,7 @@ def _launch(
 
 @triton.jit(do_not_specialize=["_rows"])
 def bucket0_fusion0_kernel(t22_ptr, t9_out_ptr, _rows, N: tl.constexpr, BLOCK: tl.constexpr):
-    # persistent: 2 rows of 512 per program in BLOCK=512 lanes, 1 warps
+    # persistent: 2 rows of 512 per program in BLOCK=512 lanes, 1 warp
     row = tl.program_id(0).to(tl.int64) * 2 + tl.arange(0, 2)[:, None]
     in_rows = row < _rows
     cols = tl.arange(0, BLOCK)[None, :]
@@ -155,7 +155,7 @@ bucket0_fusion0_compiled: dict = {}
 
 @triton.jit(do_not_specialize=["_rows"])
 def bucket0_fusion1_kernel(t9_ptr, t23_ptr, input__out_ptr, _rows, N: tl.constexpr, BLOCK: tl.constexpr):
-    # persistent: 2 rows of 512 per program in BLOCK=512 lanes, 1 warps
+    # persistent: 2 rows of 512 per program in BLOCK=512 lanes, 1 warp
     row = tl.program_id(0).to(tl.int64) * 2 + tl.arange(0, 2)[:, None]
     in_rows = row < _rows
     cols = tl.arange(0, BLOCK)[None, :]

@@ -133,7 +133,7 @@ def _launch(
 
 @triton.jit
 def bucket0_fusion0_kernel(gate_up_ptr, t36_out_ptr, N: tl.constexpr, BLOCK: tl.constexpr):
-    # persistent: one row of 1024 per program in BLOCK=1024 lanes, 1 warps
+    # persistent: one row of 1024 per program in BLOCK=1024 lanes, 1 warp
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     mask = cols < N

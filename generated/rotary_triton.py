@@ -135,7 +135,7 @@ def _launch(
 def bucket0_fusion0_kernel(
     x_ptr, cos_ptr, sin_ptr, t19_out_ptr, S, _rows, N: tl.constexpr, BLOCK: tl.constexpr
 ):
-    # persistent: 16 rows of 64 per program in BLOCK=64 lanes, 1 warps
+    # persistent: 16 rows of 64 per program in BLOCK=64 lanes, 1 warp
     row = tl.program_id(0).to(tl.int64) * 16 + tl.arange(0, 16)[:, None]
     in_rows = row < _rows
     cols = tl.arange(0, BLOCK)[None, :]
@@ -319,7 +319,6 @@ def forward(x, cos, sin):
         # bucket 0: 1x8x[S=1..2048]x64:bfloat16, 1x1x[S]x64:bfloat16, 1x1x[S]x64:bfloat16
         S = shape_0[2]
         # aotFusion0: slice, convert_element_type, neg, convert_element_type, slice, cat, broadcast_in_dim, convert_element_type, convert_element_type, mul, convert_element_type, broadcast_in_dim, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, convert_element_type, add, convert_element_type
-        S = x.shape[2]
         _rows = x.numel() // 64
         t19 = (
             _empty_strided_cuda((1, 8, S, 64), (64 * S * 8, 64 * S, 64, 1), torch.bfloat16)

@@ -137,7 +137,7 @@ def _launch(
 
 @triton.jit(do_not_specialize=["_rows"])
 def bucket0_fusion0_kernel(scores_ptr, mask__ptr, t18_out_ptr, _rows, N: tl.constexpr, BLOCK: tl.constexpr):
-    # persistent: 8 rows of 1 per program in BLOCK=1 lanes, 1 warps
+    # persistent: 8 rows of 1 per program in BLOCK=1 lanes, 1 warp
     row = tl.program_id(0).to(tl.int64) * 8 + tl.arange(0, 8)[:, None]
     in_rows = row < _rows
     cols = tl.arange(0, BLOCK)[None, :]
@@ -165,7 +165,7 @@ bucket0_fusion0_compiled: dict = {}
 
 @triton.jit(do_not_specialize=["S", "_rows", "N"])
 def bucket1_fusion0_kernel(scores_ptr, mask__ptr, t20_out_ptr, S, _rows, N, BLOCK: tl.constexpr):
-    # persistent: 2 rows of N <= 512 per program in BLOCK=512 lanes, 1 warps
+    # persistent: 2 rows of N <= 512 per program in BLOCK=512 lanes, 1 warp
     row = tl.program_id(0).to(tl.int64) * 2 + tl.arange(0, 2)[:, None]
     in_rows = row < _rows
     cols = tl.arange(0, BLOCK)[None, :]
@@ -360,7 +360,6 @@ def forward(scores, mask_):
         # bucket 1: 1x8x[S=2..512]x[S]:bfloat16, 1x1x[S]x[S]:float32
         S = shape_0[2]
         # aotFusion0: convert_element_type, mul, broadcast_in_dim, add, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, broadcast_in_dim, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, broadcast_in_dim, div, shallow_copy, convert_element_type
-        S = scores.shape[2]
         _rows = scores.numel() // scores.shape[-1]
         t20 = (
             _empty_strided_cuda((1, 8, S, S), (S * S * 8, S * S, S, 1), torch.bfloat16)

@@ -434,7 +434,7 @@ class TritonRegionView:
     body: tuple[Line, ...]  # the kernel after ``row = ...``
     schedule_note: str
     rows_expr: str
-    sizes: tuple[Line, ...]  # run-time sizes the kernel takes, read from the row input's shape
+    row_count: tuple[Line, ...]  # `_rows = ...` where a program takes several rows, else empty
     allocations: tuple[Line, ...]
     launch_args: tuple[str, ...]
     n: str
@@ -482,7 +482,7 @@ class TritonRegionView:
         )
         direct = f"_kernel[1]({self.rows_expr}, 1, 1, _raw_stream(_device), *_kernel[2], *_raw, {self.n}, {self.block})"
         return (
-            *self.sizes,
+            *self.row_count,
             *self.allocations,
             Line(f"_raw = {tuple_text(raw)}"),
             Line(f"_misaligned = {misaligned}"),
@@ -521,7 +521,8 @@ class Schedule:
         if self.looped:
             return f"looped: one row of {n} per program, in chunks of BLOCK={self.block}, {self.num_warps} warps"
         rows = "one row" if self.rows == 1 else f"{self.rows} rows"
-        return f"persistent: {rows} of {n} per program in BLOCK={self.block} lanes, {self.num_warps} warps"
+        warps = "1 warp" if self.num_warps == 1 else f"{self.num_warps} warps"
+        return f"persistent: {rows} of {n} per program in BLOCK={self.block} lanes, {warps}"
 
 
 def schedule(n: int, max_rows: int | None = None) -> Schedule:
@@ -673,16 +674,13 @@ class TritonBackend(Backend):
             launch_args.append(o.name)
         plan = prog.plan
         body = (prog.looped_body if plan.looped else prog.persistent_body)(scalar_loads, loads, stores)
-        # run-time sizes: from the row input's shape, passed after the tensors (never specialised on);
-        # several rows per program: also the number of rows (the last program's tile runs past it)
-        sizes = []
-        for name in prog.size_params:
-            axis, dim = next((i, d) for i, d in enumerate(row_input.spec.shape) if isinstance(d, SymDim) and d.name == name)
-            sizes.append(Line(f"{name} = {row_input.name}.shape[{axis}]" + (f" // {dim.coeff}" if dim.coeff != 1 else "")))
+        # run-time sizes, passed after the tensors (never specialised on): the bucket's dynamic dims,
+        # which the bucket's branch binds from the input shapes before its steps; several rows per
+        # program: also the number of rows (the last program's tile runs past it)
         rows_expr = f"{row_input.name}.numel() // {row_width or n_expr}"
-        size_params = list(prog.size_params)
+        size_params, row_count = list(prog.size_params), ()
         if plan.rows > 1:
-            sizes.append(Line(f"_rows = {rows_expr}"))
+            row_count = (Line(f"_rows = {rows_expr}"),)
             size_params.append("_rows")
             rows_expr = f"(_rows + {plan.rows - 1}) // {plan.rows}"
         runtime = [*size_params, *(["N"] if prog.n is None else [])]
@@ -697,7 +695,7 @@ class TritonBackend(Backend):
             body=tuple(body),
             schedule_note=plan.note(prog.n if prog.n is not None else f"N <= {prog.n_max}"),
             rows_expr=rows_expr,
-            sizes=tuple(sizes),
+            row_count=row_count,
             allocations=tuple(allocations),
             launch_args=(*launch_args, *size_params),
             n=n_expr,
