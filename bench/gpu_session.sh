@@ -14,6 +14,7 @@
 #   tiles1 / tiles2: the tiles mode in two calls of under 10 minutes: (1) the Triton GPU tests, the
 #          rows-per-program sweep, the schedule sweep and fd_compare; (2) rotary, softmax and gated_mlp
 #          benched, then the Triton hot-path layers
+#   closing: all GPU tests (also cuda:1), then rotary and softmax benched, then the per-module hot path
 #   final: after a Triton change: the Triton GPU tests (also cuda:1, models), the Triton hot-path layers,
 #          then rmsnorm and softmax benched
 set -u
@@ -52,6 +53,10 @@ elif [ "${1:-full}" = tiles2 ]; then
   step 340 modules bash bench/modules.sh "$W/modules" 2 rotary,softmax,gated_mlp
   step 80 overhead_triton python3 bench/overhead.py --backends triton --rounds 3 --out "$W/overhead_triton.md"
   step 40 hotpath_parts python3 bench/hotpath_parts.py --rounds 3 --out "$W/hotpath_parts.md"
+elif [ "${1:-full}" = closing ]; then
+  step 330 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs
+  step 150 modules bash bench/modules.sh "$W/modules" 1 rotary,softmax
+  step 60 hotpath_modules python3 bench/hotpath_modules.py --rounds 5 --out "$W/hotpath_modules.md"
 elif [ "${1:-full}" = final ]; then
   step 150 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads or second_gpu"
   step 70 overhead_triton python3 bench/overhead.py --backends triton --rounds 3 --out "$W/overhead_triton.md"
