@@ -4,9 +4,10 @@
     . .gpu/env.sh && python3 bench/hotpath_modules.py [--rounds 5] [--out bench/results/hotpath_modules.md]
 
 Columns: the bare ``CompiledKernel.run`` into preallocated outputs with tensors (what the bench
-tables call "bare launch"), the same with the tensors' addresses as ints (the launch the module
-makes: Triton's launcher then calls no ``data_ptr()``), the module's C++ guard alone, ``_FAST``'s
-lookup, the generated ``forward()`` and the module call. Each module is the checked-in
+tables call "bare launch"), the same with the tensors' addresses as ints (Triton's launcher then
+calls no ``data_ptr()``; the module passes ints too, to the C launch function under
+``CompiledKernel.run``, a little cheaper still), the module's C++ guard alone, ``_FAST``'s lookup,
+the generated ``forward()`` and the module call. Each module is the checked-in
 ``generated/<stem>_triton.py``, built from its source with ``from_module``.
 """
 
@@ -40,8 +41,8 @@ def module_case(stem: str, size: int, device: str = "cuda"):
     generator = torch.Generator().manual_seed(0)
     inputs = [random_tensor(spec, dict(point.env), device, generator) for spec in bucket.inputs]
     gen = load_module_from_text(path.read_text(), f"hotpath_{stem}")
-    aot = type(source).__name__
-    return gen, getattr(gen, aot).from_module(source), inputs, point.label
+    generated_class = getattr(gen, type(source).__name__)
+    return gen, generated_class.from_module(source), inputs, point.label
 
 
 def forward_arguments(gen, aot, inputs) -> tuple:

@@ -167,8 +167,8 @@ def bare_launches(aot: torch.nn.Module, inputs: list[torch.Tensor], pointers: bo
     returns a function that replays them with nothing around them (nvFuser: ``fd.execute`` of each
     FusionDefinition; Triton: ``CompiledKernel.run`` into the same output buffers) — the floor the
     module's per-call overhead is measured against. None when the module launches no kernel.
-    ``pointers``: Triton's launch gets the tensors' addresses as ints, as the module passes them
-    (the launcher then calls no ``data_ptr()``)."""
+    ``pointers``: Triton's launch gets the tensors' addresses as ints, as the module passes them to
+    the C launch function under ``CompiledKernel.run`` (the launcher then calls no ``data_ptr()``)."""
     generated = sys.modules[type(aot).__module__]
     if hasattr(generated, "_Fusion"):  # nvfuser
         calls = [(fd.execute, args) for fd, args in nvfuser_executions(aot, inputs)]
