@@ -148,7 +148,6 @@ class RowProgram:
         #: BLOCK, num_warps, rows per program. One row per program writes each value as a [BLOCK]
         #: vector; more, as a [rows, BLOCK] tile (``row`` a [rows, 1] column of row indices, ``cols`` [1, BLOCK])
         self.plan = schedule(self.n_max, self.max_rows)
-        self.tile_rows = self.plan.rows
 
     @property
     def max_rows(self) -> int | None:
@@ -165,23 +164,23 @@ class RowProgram:
 
     def reduce(self, fn: str, operand: str) -> str:
         """A reduction over each row's lanes: a per-row scalar ([rows, 1] in a tile)."""
-        return f"{fn}({operand}, axis=0)" if self.tile_rows == 1 else f"{fn}({operand}, axis=1, keep_dims=True)"
+        return f"{fn}({operand}, axis=0)" if self.plan.rows == 1 else f"{fn}({operand}, axis=1, keep_dims=True)"
 
     @property
     def row_mask(self) -> str:
         """The mask argument of a per-row load or store ("" for one row per program: always in range)."""
-        return "" if self.tile_rows == 1 else ", mask=in_rows"
+        return "" if self.plan.rows == 1 else ", mask=in_rows"
 
     @property
     def col_mask(self) -> str:
         """The mask of a load the same for every row (a weight of shape [N])."""
-        return "mask" if self.tile_rows == 1 else "lanes"
+        return "mask" if self.plan.rows == 1 else "lanes"
 
     def head(self) -> list[Line]:
         """The program's rows and lanes, and the mask of the valid ones."""
-        if self.tile_rows == 1:
+        if self.plan.rows == 1:
             return [Line("row = tl.program_id(0).to(tl.int64)")]
-        r = self.tile_rows
+        r = self.plan.rows
         return [
             Line(f"row = tl.program_id(0).to(tl.int64) * {r} + tl.arange(0, {r})[:, None]"),
             Line("in_rows = row < _rows"),
@@ -387,7 +386,7 @@ class RowProgram:
     def persistent_body(self, scalar_loads: list[Line], loads: list[Line], stores: list[Line]) -> list[Line]:
         """The whole row in one [BLOCK] vector per value (a [rows, BLOCK] tile for several rows per
         program): loads, ops, stores."""
-        if self.tile_rows == 1:
+        if self.plan.rows == 1:
             lanes = [Line("cols = tl.arange(0, BLOCK)"), Line("mask = cols < N")]
         else:
             lanes = [Line("cols = tl.arange(0, BLOCK)[None, :]"), Line("lanes = cols < N"), Line("mask = in_rows & lanes")]
@@ -398,7 +397,7 @@ class RowProgram:
         and reducing it after the loop, then one loop that computes and stores the outputs. Each
         loop recomputes the row values it needs from the loads (Triton drops what a loop does not
         use), so no row value is kept across loops."""
-        assert self.tile_rows == 1, "the looped schedule takes one row per program"
+        assert self.plan.rows == 1, "the looped schedule takes one row per program"
         body: list[Line] = [*self.head(), *scalar_loads]
         vector: list[Line] = []  # the row ops so far
 
