@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 
-from tests.helpers import run_cli
+from tests.helpers import ROOT, run_cli
 from thunder_aot.bench import Measurement, Report, floor_of, points_for, write_markdown, write_reports
 from thunder_aot.shapes import parse_shapes
+from thunder_aot.verify import load_module_from_text
 
 
 def test_points_cover_edges_and_powers_of_two():
@@ -95,14 +96,8 @@ def test_print_table_prints_and_writes_the_table(tmp_path, capsys):
 def test_schedule_sweep_names_kernels_the_generated_modules_define():
     """bench/triton_schedule.py launches a kernel of generated/ by name and row width: both must still be
     there (a regenerated module once dropped the kernel the sweep asked for, found only on the GPU)."""
-    import importlib.util
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[1]
-    spec = importlib.util.spec_from_file_location("triton_schedule", root / "bench" / "triton_schedule.py")
-    sweep = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sweep)
+    sweep = load_module_from_text((ROOT / "bench" / "triton_schedule.py").read_text(), "triton_schedule")
     for stem, n, *_ in sweep.CASES:
-        text = (root / "generated" / f"{stem}_triton.py").read_text()
+        text = (ROOT / "generated" / f"{stem}_triton.py").read_text()
         assert f"def {sweep.KERNEL}(" in text, stem
         assert f"*_raw, {n}, " in text, (stem, n)  # the kernel is launched with rows of n

@@ -307,8 +307,10 @@ def test_each_bucket_branch_reads_a_size_once():
     once re-read ``S`` that its bucket's branch had already bound)."""
     import ast
 
+    from thunder_aot.cli import generated_files
+
     reads_seen = 0
-    for path in sorted(p for p in (ROOT / "generated").glob("*.py") if p.name != "__init__.py"):
+    for path in generated_files([str(ROOT / "generated")]):
         forward = next(n for n in ast.parse(path.read_text()).body if isinstance(n, ast.FunctionDef) and n.name == "forward")
         blocks = [getattr(n, f) for n in ast.walk(forward) for f in ("body", "orelse") if isinstance(getattr(n, f, None), list)]
         for block in blocks:
