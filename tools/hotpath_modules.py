@@ -1,7 +1,7 @@
 """Where each generated Triton module's per-call time goes beyond its bare launch, module by module
 (µs per call, median of interleaved rounds, one bucket point each, gradients off):
 
-    . .gpu/env.sh && python3 bench/hotpath_modules.py [--rounds 5] [--out bench/results/hotpath_modules.md]
+    . .gpu/env.sh && python3 tools/hotpath_modules.py [--rounds 5] [--out bench/results/hotpath_modules.md]
 
 Columns: the bare ``CompiledKernel.run`` into preallocated outputs with tensors (what the bench
 tables call "bare launch"), the same with the tensors' addresses as ints (Triton's launcher then

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
+# Contributor tooling (not part of thunder-aot): batches of GPU tests and benchmarks for this
+# project's GPU machine, see tools/README.md and docs/contributing.md.
 # One batched GPU session; each step has its own time limit, and everything lands in
 # $OUT/results.tgz after every step (a call cut short keeps what it finished).
-# Usage on the GPU machine:  . .gpu/env.sh && bash bench/gpu_session.sh [full|final]
+# Usage on the GPU machine:  . .gpu/env.sh && bash tools/gpu_session.sh [full|final]
 #   full  (default): all GPU tests, Triton schedule sweep, Triton hot-path overhead, per-module benches
 #   check: all GPU tests, then the gated_mlp bench alone (full log), then softmax, gelu_gate, rotary benched
 #   hotpath: all GPU tests, then the hot-path layers (overhead.py) and the seed's table (seed_table.py)
@@ -25,46 +27,46 @@ BENCH=(python3 -m thunder_aot bench --backends nvfuser,triton,triton:unchecked -
 if [ "${1:-full}" = check ]; then
   step 170 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs
   step 60 gated_mlp env PYTHONFAULTHANDLER=1 "${BENCH[@]}" thunder_aot.examples.blocks:gated_mlp --shapes "[1..512]x256:fp32" --sizes 1 --out "$W/gated_mlp"
-  step 300 modules bash bench/modules.sh "$W/modules" 2 softmax,gelu_gate,rotary
+  step 300 modules bash tools/modules.sh "$W/modules" 2 softmax,gelu_gate,rotary
 elif [ "${1:-full}" = hotpath ]; then
   step 170 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs
-  step 100 overhead python3 bench/overhead.py --rounds 3 --out "$W/overhead.md"
-  step 280 seed_table python3 bench/seed_table.py --rounds 5 --out "$W/seed_rmsnorm"
+  step 100 overhead python3 tools/overhead.py --rounds 3 --out "$W/overhead.md"
+  step 280 seed_table python3 tools/seed_table.py --rounds 5 --out "$W/seed_rmsnorm"
 elif [ "${1:-full}" = verify ]; then
-  step 30 hotpath_parts python3 bench/hotpath_parts.py --rounds 3 --out "$W/hotpath_parts.md"
-  step 130 overhead python3 bench/overhead.py --rounds 3 --out "$W/overhead.md"
+  step 30 hotpath_parts python3 tools/hotpath_parts.py --rounds 3 --out "$W/hotpath_parts.md"
+  step 130 overhead python3 tools/overhead.py --rounds 3 --out "$W/overhead.md"
   step 300 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs
   step 110 rmsnorm "${BENCH[@]}" thunder_aot.examples.gpt_oss:rmsnorm --shapes "1x[1..65536]x2880:bf16" --sizes 1,128,2048,65536 --out "$W/rmsnorm"
 elif [ "${1:-full}" = ab ]; then
-  step 100 ab python3 bench/ab_modules.py "$2" generated/rmsnorm_triton.py --rounds 5
-  step 70 overhead_triton python3 bench/overhead.py --backends triton --rounds 3 --out "$W/overhead_triton.md"
+  step 100 ab python3 tools/ab_modules.py "$2" generated/rmsnorm_triton.py --rounds 5
+  step 70 overhead_triton python3 tools/overhead.py --backends triton --rounds 3 --out "$W/overhead_triton.md"
   step 300 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs
-  step 150 modules bash bench/modules.sh "$W/modules" 2 rmsnorm,gelu_gate,gated_mlp
+  step 150 modules bash tools/modules.sh "$W/modules" 2 rmsnorm,gelu_gate,gated_mlp
 elif [ "${1:-full}" = tiles ]; then
   step 200 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads or second_gpu or another_gpu"
-  step 170 triton_tiles python3 bench/triton_tiles.py --out "$W/triton_tiles.md"
-  step 150 modules bash bench/modules.sh "$W/modules" 1 rotary,softmax,layer_norm,gelu_gate
+  step 170 triton_tiles python3 tools/triton_tiles.py --out "$W/triton_tiles.md"
+  step 150 modules bash tools/modules.sh "$W/modules" 1 rotary,softmax,layer_norm,gelu_gate
 elif [ "${1:-full}" = tiles1 ]; then
   step 220 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads or second_gpu or another_gpu"
-  step 170 triton_tiles python3 bench/triton_tiles.py --out "$W/triton_tiles.md"
-  step 80 triton_schedule python3 bench/triton_schedule.py --out "$W/triton_schedule.md"
-  step 50 fd_compare python3 bench/fd_compare.py --out "$W/fd_compare.md"
+  step 170 triton_tiles python3 tools/triton_tiles.py --out "$W/triton_tiles.md"
+  step 80 triton_schedule python3 tools/triton_schedule.py --out "$W/triton_schedule.md"
+  step 50 fd_compare python3 tools/fd_compare.py --out "$W/fd_compare.md"
 elif [ "${1:-full}" = tiles2 ]; then
-  step 340 modules bash bench/modules.sh "$W/modules" 2 rotary,softmax,gated_mlp
-  step 80 overhead_triton python3 bench/overhead.py --backends triton --rounds 3 --out "$W/overhead_triton.md"
-  step 40 hotpath_parts python3 bench/hotpath_parts.py --rounds 3 --out "$W/hotpath_parts.md"
+  step 340 modules bash tools/modules.sh "$W/modules" 2 rotary,softmax,gated_mlp
+  step 80 overhead_triton python3 tools/overhead.py --backends triton --rounds 3 --out "$W/overhead_triton.md"
+  step 40 hotpath_parts python3 tools/hotpath_parts.py --rounds 3 --out "$W/hotpath_parts.md"
 elif [ "${1:-full}" = closing ]; then
   step 330 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs
-  step 150 modules bash bench/modules.sh "$W/modules" 1 rotary,softmax
-  step 60 hotpath_modules python3 bench/hotpath_modules.py --rounds 5 --out "$W/hotpath_modules.md"
+  step 150 modules bash tools/modules.sh "$W/modules" 1 rotary,softmax
+  step 60 hotpath_modules python3 tools/hotpath_modules.py --rounds 5 --out "$W/hotpath_modules.md"
 elif [ "${1:-full}" = final ]; then
   step 150 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads or second_gpu"
-  step 70 overhead_triton python3 bench/overhead.py --backends triton --rounds 3 --out "$W/overhead_triton.md"
+  step 70 overhead_triton python3 tools/overhead.py --backends triton --rounds 3 --out "$W/overhead_triton.md"
   step 100 rmsnorm "${BENCH[@]}" thunder_aot.examples.gpt_oss:rmsnorm --shapes "1x[1..65536]x2880:bf16" --sizes 1,128,2048,65536 --out "$W/rmsnorm"
   step 60 softmax "${BENCH[@]}" thunder_aot.examples.blocks:scaled_masked_softmax --shapes "1x8x[S=1..512]x[S]:bf16, 1x1x[S]x[S]:fp32" --sizes 1,512 --out "$W/softmax"
 else
   step 160 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs
-  step 70 triton_schedule python3 bench/triton_schedule.py --out "$W/triton_schedule.md"
-  step 45 overhead python3 bench/overhead.py --backends triton --rounds 3 --out "$W/overhead_triton.md"
-  step 300 modules bash bench/modules.sh "$W/modules" 2
+  step 70 triton_schedule python3 tools/triton_schedule.py --out "$W/triton_schedule.md"
+  step 45 overhead python3 tools/overhead.py --backends triton --rounds 3 --out "$W/overhead_triton.md"
+  step 300 modules bash tools/modules.sh "$W/modules" 2
 fi

@@ -1,8 +1,8 @@
 """The seed issue's benchmark, with columns for thunder-aot's generated modules.
 
-Run on a CUDA machine with nvFuser (see README "GPU runs"):
+Run on a CUDA machine with nvFuser (see docs/contributing.md, "GPU tests and benchmarks"):
 
-    python3 bench/seed_table.py --out bench/results/seed_rmsnorm
+    python3 tools/seed_table.py --out bench/results/seed_rmsnorm
 
 Per call, host + device, torch.utils.benchmark's blocked_autorange with one CPU thread, as in the
 seed; median of --rounds interleaved rounds. Every system's output is compared with eager before

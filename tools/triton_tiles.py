@@ -1,6 +1,6 @@
 """Rows per program sweep for the persistent Triton schedule (how thunder-aot's TILE_LANES was chosen).
 
-    . .gpu/env.sh && python3 bench/triton_tiles.py [--out bench/results/triton_tiles.md]
+    . .gpu/env.sh && python3 tools/triton_tiles.py [--out bench/results/triton_tiles.md]
 
 Each bundled module with narrow rows is exported once per TILE_LANES setting (rows per program =
 TILE_LANES // BLOCK; a setting at or below BLOCK gives one row per program, the schedule before

@@ -1,7 +1,7 @@
 """Two generated modules of the seed's RMSNorm side by side, interleaved in one run (an A/B of a
 generator change: export the old one from the old commit, e.g. ``git show REV:generated/x.py > a.py``).
 
-    . .gpu/env.sh && python3 bench/ab_modules.py A.py B.py [--sizes 1,15,128,1024,2048] [--rounds 5]
+    . .gpu/env.sh && python3 tools/ab_modules.py A.py B.py [--sizes 1,15,128,1024,2048] [--rounds 5]
 
 Prints per size the median over rounds of each module's per-call µs and of B / A within a round.
 """

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # thunder-aot bench for the bundled modules with Triton kernels, nvFuser and Triton side by side
 # (issue 4's per-module tables). Usage, on the GPU machine after `. .gpu/env.sh`:
-#     bash bench/modules.sh OUTDIR [ROUNDS] [STEM,STEM,...]
+#     bash tools/modules.sh OUTDIR [ROUNDS] [STEM,STEM,...]
 # writes OUTDIR/<module>/bench.{md,json,png}; the third argument picks modules (default: all).
 set -u
 out=${1:?output folder}
