@@ -2,107 +2,85 @@
 # Regenerate: thunder-aot export thunder_aot.examples.blocks:gated_mlp --shapes '[s0=1..512]x256:float32' --backend torch --out generated/gated_mlp_torch.py
 # Source: thunder_aot.examples.blocks:gated_mlp (GatedMLP)
 # Backend: torch
-# Buckets (dispatch order, most specific first):
-#   0: [s0=1..512]x256:float32
+# Buckets (dispatch order, most specific first) -> program:
+#   [s0=1..512]x256:float32 -> 0
 # Versions: thunder-aot 0.1.0, lightning-thunder 0.2.6, torch 2.11.0
 """GatedMLP from thunder_aot.examples.blocks:gated_mlp, exported by thunder-aot (torch backend).
 
-Import-time cost: none beyond torch; Thunder is not imported."""
+Imports torch and thunder_aot.runtime; Thunder is not imported."""
 
 from __future__ import annotations
 
-import itertools
 import torch
+from thunder_aot.runtime import (
+    GeneratedModule,
+    NoBucketError,
+    bad_input,
+    module_call_needed,
+    no_bucket,
+    require,
+)
+
+require(1)
 
 __all__ = ["BUCKETS", "NoBucketError", "GatedMLP", "forward"]
 
-
-class NoBucketError(ValueError):
-    """The inputs match none of the exported buckets."""
-
-
+_OWNER = "GatedMLP"
 #: Shapes this module serves, in dispatch order (the first bucket that matches is used).
 BUCKETS = ("[s0=1..512]x256:float32",)
 
 
-def _no_bucket(x):
-    got = ", ".join(
-        f"{name} {'x'.join(map(str, t.shape)) if isinstance(t, torch.Tensor) else type(t).__name__}"
-        f"{':' + str(t.dtype).removeprefix('torch.') if isinstance(t, torch.Tensor) else ''}"
-        for name, t in (("x", x),)
-    )
-    return NoBucketError(
-        f"GatedMLP (thunder-aot): no bucket for {got}; expected one of: {'; '.join(BUCKETS)}"
-    )
-
-
-def _bad_input(name, t, expected):
-    got = (
-        f"{t.device} tensor, contiguous={t.is_contiguous()}"
-        if isinstance(t, torch.Tensor)
-        else type(t).__name__
-    )
-    return ValueError(f"GatedMLP (thunder-aot): {name} must be {expected}; got a {got}")
+def _dispatch(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight) -> int:
+    """The program of the first bucket the inputs' shapes and dtypes match."""
+    if not isinstance(x, torch.Tensor):
+        raise bad_input(_OWNER, "x", x, "a tensor")
+    shape_0 = x.shape
+    dtype_0 = x.dtype
+    if (
+        dtype_0 is torch.float32 and len(shape_0) == 2 and 1 <= shape_0[0] <= 512 and shape_0[1] == 256
+    ):  # [s0=1..512]x256:float32
+        program = 0
+    else:
+        raise no_bucket(_OWNER, ("x",), (x,), BUCKETS)
+    return program
 
 
 def forward(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight):
     """GatedMLP.forward as a pure function of its inputs, parameters and buffers."""
-    if not (isinstance(x, torch.Tensor)):
-        raise _bad_input("x", x, "a tensor")
-    shape_0 = x.shape
-    dtype_0 = x.dtype
-    if dtype_0 is torch.float32 and len(shape_0) == 2 and 1 <= shape_0[0] <= 512 and shape_0[1] == 256:
-        # bucket 0: [s0=1..512]x256:float32
-        # torch/nn/modules/linear.py:134: return F.linear(input, self.weight, self.bias)
+    program = _dispatch(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight)
+    if program == 0:
+        # serves [s0=1..512]x256:float32
+        # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
         t22 = torch.nn.functional.linear(x, t_gate_proj_weight, None)
-        # aotFusion0: neg, exp, add, reciprocal, mul
+        # fusion0: neg, exp, add, reciprocal, mul
         # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
         t5 = torch.neg(t22)
         t6 = torch.exp(t5)
         t7 = 1.0 + t6
         t8 = torch.reciprocal(t7)
         t9 = t22 * t8
-        # torch/nn/modules/linear.py:134: return F.linear(input, self.weight, self.bias)
+        # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
         t23 = torch.nn.functional.linear(x, t_up_proj_weight, None)
-        # aotFusion1: mul
+        # fusion1: mul
         # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
         input_ = t9 * t23
-        # torch/nn/modules/linear.py:134: return F.linear(input, self.weight, self.bias)
+        # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
         t24 = torch.nn.functional.linear(input_, t_down_proj_weight, None)
         return t24
-    raise _no_bucket(x)
 
 
-#: torch's registries of hooks that apply to every module (register_module_forward_hook & co.)
-_GLOBAL_FORWARD_PRE_HOOKS = torch.nn.modules.module._global_forward_pre_hooks
-_GLOBAL_FORWARD_HOOKS = torch.nn.modules.module._global_forward_hooks
-_GLOBAL_BACKWARD_PRE_HOOKS = torch.nn.modules.module._global_backward_pre_hooks
-_GLOBAL_BACKWARD_HOOKS = torch.nn.modules.module._global_backward_hooks
-
-
-class GatedMLP(torch.nn.Module):
+class GatedMLP(GeneratedModule):
     """Drop-in replacement for the source module; parameters and buffers keep their names.
 
     ``GatedMLP()`` allocates uninitialised tensors (fill them with ``load_state_dict``);
     ``GatedMLP.from_module(source)`` shares the source module's tensors instead.
     """
 
-    def __init__(self, *, device: torch.device | str | None = None) -> None:
-        super().__init__()
-        self.down_proj = torch.nn.Module()
-        self.gate_proj = torch.nn.Module()
-        self.up_proj = torch.nn.Module()
-        self.down_proj.register_parameter(
-            "weight", torch.nn.Parameter(torch.empty((256, 512), dtype=torch.float32, device=device))
-        )
-        self.gate_proj.register_parameter(
-            "weight", torch.nn.Parameter(torch.empty((512, 256), dtype=torch.float32, device=device))
-        )
-        self.up_proj.register_parameter(
-            "weight", torch.nn.Parameter(torch.empty((512, 256), dtype=torch.float32, device=device))
-        )
-
-    #: settings of the source module that the export baked in; from_module checks them
+    STATE = (
+        ("down_proj.weight", "parameter", (256, 512), torch.float32, True),
+        ("gate_proj.weight", "parameter", (512, 256), torch.float32, True),
+        ("up_proj.weight", "parameter", (512, 256), torch.float32, True),
+    )
     EXPORTED_SETTINGS = {
         "down_proj.in_features": 512,
         "down_proj.out_features": 256,
@@ -111,81 +89,30 @@ class GatedMLP(torch.nn.Module):
         "up_proj.in_features": 256,
         "up_proj.out_features": 512,
     }
-
-    @classmethod
-    def from_module(cls, source: torch.nn.Module) -> "GatedMLP":
-        """A module computing ``source``'s forward that shares (does not copy) its tensors.
-
-        Raises ValueError when ``source`` has other settings (eps, scales) than the exported one."""
-        for path, exported in cls.EXPORTED_SETTINGS.items():
-            owner = source
-            for part in path.split("."):
-                owner = getattr(owner, part)
-            if owner != exported:
-                raise ValueError(
-                    f"GatedMLP (thunder-aot) was exported for {path}={exported!r}; the source has {owner!r}"
-                )
-        module = cls(device="meta")
-        module.down_proj.register_parameter("weight", source.get_parameter("down_proj.weight"))
-        module.gate_proj.register_parameter("weight", source.get_parameter("gate_proj.weight"))
-        module.up_proj.register_parameter("weight", source.get_parameter("up_proj.weight"))
-        return module
-
-    #: per bucket: its dynamic dims with their ranges, and its inputs' shapes and dtypes in them
     WARMUP = (({"s0": (1, 512)}, lambda s0: [((s0, 256), torch.float32)]),)
-
-    def warmup(self, device: torch.device | str | None = None, **sizes: list[int]) -> int:
-        """Call every bucket once per size (default: each dynamic dim at its edges; pass e.g.
-        ``s0=[1, 15, 128]`` to choose), so that kernels are recorded and compiled before serving.
-        Returns the number of calls made."""
-        device = device if device is not None else next(iter(self.state_dict().values())).device
-        calls = 0
-        for ranges, make_inputs in self.WARMUP:
-            choices = [sizes.get(name, bounds) for name, bounds in ranges.items()]
-            for values in itertools.product(*choices):
-                if not all(lo <= v <= hi for v, (lo, hi) in zip(values, ranges.values())):
-                    continue
-                args = [torch.randn(shape, device=device).to(dtype) for shape, dtype in make_inputs(*values)]
-                with torch.no_grad():
-                    self(*args)
-                calls += 1
-        return calls
+    FALLBACK = False
 
     def __call__(self, x):
-        # nn.Module.__call__'s generic path costs 1-3 µs a call: take it only when it has work to do
-        # (hooks, module.compile(), a forward replaced on the instance); read through __dict__,
-        # since nn.Module's __getattr__ makes every self.<name> a slow lookup
         state = self.__dict__
-        if (
-            state["_forward_pre_hooks"]
-            or state["_forward_hooks"]
-            or state["_backward_pre_hooks"]
-            or state["_backward_hooks"]
-            or state.get("_compiled_call_impl") is not None
-            or "forward" in state
-            or _GLOBAL_FORWARD_PRE_HOOKS
-            or _GLOBAL_FORWARD_HOOKS
-            or _GLOBAL_BACKWARD_PRE_HOOKS
-            or _GLOBAL_BACKWARD_HOOKS
-        ):
+        if module_call_needed(state):
             return torch.nn.Module.__call__(self, x)
-        return forward(
-            x,
-            state["_modules"]["down_proj"]._parameters["weight"],
-            state["_modules"]["gate_proj"]._parameters["weight"],
-            state["_modules"]["up_proj"]._parameters["weight"],
-        )
-
-    def __init_subclass__(cls, **kwargs) -> None:
-        # a subclass with its own forward is called through nn.Module.__call__, which calls that forward
-        super().__init_subclass__(**kwargs)
-        if "forward" in cls.__dict__ and "__call__" not in cls.__dict__:
-            cls.__call__ = torch.nn.Module.__call__
+        try:
+            return forward(
+                x,
+                state["_modules"]["down_proj"]._parameters["weight"],
+                state["_modules"]["gate_proj"]._parameters["weight"],
+                state["_modules"]["up_proj"]._parameters["weight"],
+            )
+        except NoBucketError as error:
+            return self._outside_buckets(error, x)
 
     def forward(self, x):
-        return forward(
-            x,
-            self._modules["down_proj"]._parameters["weight"],
-            self._modules["gate_proj"]._parameters["weight"],
-            self._modules["up_proj"]._parameters["weight"],
-        )
+        try:
+            return forward(
+                x,
+                self._modules["down_proj"]._parameters["weight"],
+                self._modules["gate_proj"]._parameters["weight"],
+                self._modules["up_proj"]._parameters["weight"],
+            )
+        except NoBucketError as error:
+            return self._outside_buckets(error, x)

@@ -2,58 +2,40 @@
 # Regenerate: thunder-aot export thunder_aot.examples.blocks:residual_rmsnorm --shapes '1x[S=1..2048]x2880:bfloat16, 1x[S]x2880:bfloat16' --backend torch --out generated/residual_rmsnorm_torch.py
 # Source: thunder_aot.examples.blocks:residual_rmsnorm (ResidualRMSNorm)
 # Backend: torch
-# Buckets (dispatch order, most specific first):
-#   0: 1x[S=1..2048]x2880:bfloat16, 1x[S]x2880:bfloat16
+# Buckets (dispatch order, most specific first) -> program:
+#   1x[S=1..2048]x2880:bfloat16, 1x[S]x2880:bfloat16 -> 0
 # Versions: thunder-aot 0.1.0, lightning-thunder 0.2.6, torch 2.11.0
 """ResidualRMSNorm from thunder_aot.examples.blocks:residual_rmsnorm, exported by thunder-aot (torch backend).
 
-Import-time cost: none beyond torch; Thunder is not imported."""
+Imports torch and thunder_aot.runtime; Thunder is not imported."""
 
 from __future__ import annotations
 
-import itertools
 import torch
+from thunder_aot.runtime import (
+    GeneratedModule,
+    NoBucketError,
+    bad_input,
+    module_call_needed,
+    no_bucket,
+    require,
+)
+
+require(1)
 
 __all__ = ["BUCKETS", "NoBucketError", "ResidualRMSNorm", "forward"]
 
-
-class NoBucketError(ValueError):
-    """The inputs match none of the exported buckets."""
-
-
+_OWNER = "ResidualRMSNorm"
 #: Shapes this module serves, in dispatch order (the first bucket that matches is used).
 BUCKETS = ("1x[S=1..2048]x2880:bfloat16, 1x[S]x2880:bfloat16",)
 
 
-def _no_bucket(x, residual):
-    got = ", ".join(
-        f"{name} {'x'.join(map(str, t.shape)) if isinstance(t, torch.Tensor) else type(t).__name__}"
-        f"{':' + str(t.dtype).removeprefix('torch.') if isinstance(t, torch.Tensor) else ''}"
-        for name, t in (
-            ("x", x),
-            ("residual", residual),
-        )
-    )
-    return NoBucketError(
-        f"ResidualRMSNorm (thunder-aot): no bucket for {got}; expected one of: {'; '.join(BUCKETS)}"
-    )
-
-
-def _bad_input(name, t, expected):
-    got = (
-        f"{t.device} tensor, contiguous={t.is_contiguous()}"
-        if isinstance(t, torch.Tensor)
-        else type(t).__name__
-    )
-    return ValueError(f"ResidualRMSNorm (thunder-aot): {name} must be {expected}; got a {got}")
-
-
-def forward(x, residual, t_norm_weight):
-    """ResidualRMSNorm.forward as a pure function of its inputs, parameters and buffers."""
-    if not (isinstance(x, torch.Tensor)):
-        raise _bad_input("x", x, "a tensor")
-    if not (isinstance(residual, torch.Tensor)):
-        raise _bad_input("residual", residual, "a tensor")
+def _dispatch(x, residual, t_norm_weight) -> int:
+    """The program of the first bucket the inputs' shapes and dtypes match."""
+    if not isinstance(x, torch.Tensor):
+        raise bad_input(_OWNER, "x", x, "a tensor")
+    if not isinstance(residual, torch.Tensor):
+        raise bad_input(_OWNER, "residual", residual, "a tensor")
     shape_0 = x.shape
     dtype_0 = x.dtype
     shape_1 = residual.shape
@@ -69,10 +51,28 @@ def forward(x, residual, t_norm_weight):
         and shape_1[0] == 1
         and shape_1[1] == shape_0[1]
         and shape_1[2] == 2880
-    ):
-        # bucket 0: 1x[S=1..2048]x2880:bfloat16, 1x[S]x2880:bfloat16
-        S = shape_0[1]
-        # aotFusion0: convert_element_type, convert_element_type, add, convert_element_type, convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
+    ):  # 1x[S=1..2048]x2880:bfloat16, 1x[S]x2880:bfloat16
+        program = 0
+    else:
+        raise no_bucket(
+            _OWNER,
+            ("x", "residual"),
+            (
+                x,
+                residual,
+            ),
+            BUCKETS,
+        )
+    return program
+
+
+def forward(x, residual, t_norm_weight):
+    """ResidualRMSNorm.forward as a pure function of its inputs, parameters and buffers."""
+    program = _dispatch(x, residual, t_norm_weight)
+    if program == 0:
+        # serves 1x[S=1..2048]x2880:bfloat16, 1x[S]x2880:bfloat16
+        S = x.shape[1]
+        # fusion0: convert_element_type, convert_element_type, add, convert_element_type, convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
         # thunder_aot/examples/blocks.py:33: residual = x + residual
         t0 = x.to(torch.float32)
         t1 = residual.to(torch.float32)
@@ -97,97 +97,33 @@ def forward(x, residual, t_norm_weight):
         t20 = t19 * t16
         t21 = t20.to(torch.bfloat16)
         return t21, hidden_states
-    raise _no_bucket(x, residual)
 
 
-#: torch's registries of hooks that apply to every module (register_module_forward_hook & co.)
-_GLOBAL_FORWARD_PRE_HOOKS = torch.nn.modules.module._global_forward_pre_hooks
-_GLOBAL_FORWARD_HOOKS = torch.nn.modules.module._global_forward_hooks
-_GLOBAL_BACKWARD_PRE_HOOKS = torch.nn.modules.module._global_backward_pre_hooks
-_GLOBAL_BACKWARD_HOOKS = torch.nn.modules.module._global_backward_hooks
-
-
-class ResidualRMSNorm(torch.nn.Module):
+class ResidualRMSNorm(GeneratedModule):
     """Drop-in replacement for the source module; parameters and buffers keep their names.
 
     ``ResidualRMSNorm()`` allocates uninitialised tensors (fill them with ``load_state_dict``);
     ``ResidualRMSNorm.from_module(source)`` shares the source module's tensors instead.
     """
 
-    def __init__(self, *, device: torch.device | str | None = None) -> None:
-        super().__init__()
-        self.norm = torch.nn.Module()
-        self.norm.register_parameter(
-            "weight", torch.nn.Parameter(torch.empty((2880,), dtype=torch.float32, device=device))
-        )
-
-    #: settings of the source module that the export baked in; from_module checks them
+    STATE = (("norm.weight", "parameter", (2880,), torch.float32, True),)
     EXPORTED_SETTINGS = {
         "norm.variance_epsilon": 1e-05,
     }
-
-    @classmethod
-    def from_module(cls, source: torch.nn.Module) -> "ResidualRMSNorm":
-        """A module computing ``source``'s forward that shares (does not copy) its tensors.
-
-        Raises ValueError when ``source`` has other settings (eps, scales) than the exported one."""
-        for path, exported in cls.EXPORTED_SETTINGS.items():
-            owner = source
-            for part in path.split("."):
-                owner = getattr(owner, part)
-            if owner != exported:
-                raise ValueError(
-                    f"ResidualRMSNorm (thunder-aot) was exported for {path}={exported!r}; the source has {owner!r}"
-                )
-        module = cls(device="meta")
-        module.norm.register_parameter("weight", source.get_parameter("norm.weight"))
-        return module
-
-    #: per bucket: its dynamic dims with their ranges, and its inputs' shapes and dtypes in them
     WARMUP = (({"S": (1, 2048)}, lambda S: [((1, S, 2880), torch.bfloat16), ((1, S, 2880), torch.bfloat16)]),)
-
-    def warmup(self, device: torch.device | str | None = None, **sizes: list[int]) -> int:
-        """Call every bucket once per size (default: each dynamic dim at its edges; pass e.g.
-        ``s0=[1, 15, 128]`` to choose), so that kernels are recorded and compiled before serving.
-        Returns the number of calls made."""
-        device = device if device is not None else next(iter(self.state_dict().values())).device
-        calls = 0
-        for ranges, make_inputs in self.WARMUP:
-            choices = [sizes.get(name, bounds) for name, bounds in ranges.items()]
-            for values in itertools.product(*choices):
-                if not all(lo <= v <= hi for v, (lo, hi) in zip(values, ranges.values())):
-                    continue
-                args = [torch.randn(shape, device=device).to(dtype) for shape, dtype in make_inputs(*values)]
-                with torch.no_grad():
-                    self(*args)
-                calls += 1
-        return calls
+    FALLBACK = False
 
     def __call__(self, x, residual):
-        # nn.Module.__call__'s generic path costs 1-3 µs a call: take it only when it has work to do
-        # (hooks, module.compile(), a forward replaced on the instance); read through __dict__,
-        # since nn.Module's __getattr__ makes every self.<name> a slow lookup
         state = self.__dict__
-        if (
-            state["_forward_pre_hooks"]
-            or state["_forward_hooks"]
-            or state["_backward_pre_hooks"]
-            or state["_backward_hooks"]
-            or state.get("_compiled_call_impl") is not None
-            or "forward" in state
-            or _GLOBAL_FORWARD_PRE_HOOKS
-            or _GLOBAL_FORWARD_HOOKS
-            or _GLOBAL_BACKWARD_PRE_HOOKS
-            or _GLOBAL_BACKWARD_HOOKS
-        ):
+        if module_call_needed(state):
             return torch.nn.Module.__call__(self, x, residual)
-        return forward(x, residual, state["_modules"]["norm"]._parameters["weight"])
-
-    def __init_subclass__(cls, **kwargs) -> None:
-        # a subclass with its own forward is called through nn.Module.__call__, which calls that forward
-        super().__init_subclass__(**kwargs)
-        if "forward" in cls.__dict__ and "__call__" not in cls.__dict__:
-            cls.__call__ = torch.nn.Module.__call__
+        try:
+            return forward(x, residual, state["_modules"]["norm"]._parameters["weight"])
+        except NoBucketError as error:
+            return self._outside_buckets(error, x, residual)
 
     def forward(self, x, residual):
-        return forward(x, residual, self._modules["norm"]._parameters["weight"])
+        try:
+            return forward(x, residual, self._modules["norm"]._parameters["weight"])
+        except NoBucketError as error:
+            return self._outside_buckets(error, x, residual)

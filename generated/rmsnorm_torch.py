@@ -2,28 +2,33 @@
 # Regenerate: thunder-aot export thunder_aot.examples.gpt_oss:rmsnorm --shapes '1x15x2880:bfloat16; 1x568x2880:bfloat16; 1x1369x2880:bfloat16; 1x[s0=1..2048]x2880:bfloat16' --backend torch --out generated/rmsnorm_torch.py
 # Source: thunder_aot.examples.gpt_oss:rmsnorm (GptOssRMSNorm)
 # Backend: torch
-# Buckets (dispatch order, most specific first):
-#   0: 1x15x2880:bfloat16
-#   1: 1x568x2880:bfloat16
-#   2: 1x1369x2880:bfloat16
-#   3: 1x[s0=1..2048]x2880:bfloat16
+# Buckets (dispatch order, most specific first) -> program:
+#   1x15x2880:bfloat16 -> 0
+#   1x568x2880:bfloat16 -> 0
+#   1x1369x2880:bfloat16 -> 0
+#   1x[s0=1..2048]x2880:bfloat16 -> 0
 # Versions: thunder-aot 0.1.0, lightning-thunder 0.2.6, torch 2.11.0
 """GptOssRMSNorm from thunder_aot.examples.gpt_oss:rmsnorm, exported by thunder-aot (torch backend).
 
-Import-time cost: none beyond torch; Thunder is not imported."""
+Imports torch and thunder_aot.runtime; Thunder is not imported."""
 
 from __future__ import annotations
 
-import itertools
 import torch
+from thunder_aot.runtime import (
+    GeneratedModule,
+    NoBucketError,
+    bad_input,
+    module_call_needed,
+    no_bucket,
+    require,
+)
+
+require(1)
 
 __all__ = ["BUCKETS", "NoBucketError", "GptOssRMSNorm", "forward"]
 
-
-class NoBucketError(ValueError):
-    """The inputs match none of the exported buckets."""
-
-
+_OWNER = "GptOssRMSNorm"
 #: Shapes this module serves, in dispatch order (the first bucket that matches is used).
 BUCKETS = (
     "1x15x2880:bfloat16",
@@ -33,108 +38,38 @@ BUCKETS = (
 )
 
 
-def _no_bucket(hidden_states):
-    got = ", ".join(
-        f"{name} {'x'.join(map(str, t.shape)) if isinstance(t, torch.Tensor) else type(t).__name__}"
-        f"{':' + str(t.dtype).removeprefix('torch.') if isinstance(t, torch.Tensor) else ''}"
-        for name, t in (("hidden_states", hidden_states),)
-    )
-    return NoBucketError(
-        f"GptOssRMSNorm (thunder-aot): no bucket for {got}; expected one of: {'; '.join(BUCKETS)}"
-    )
-
-
-def _bad_input(name, t, expected):
-    got = (
-        f"{t.device} tensor, contiguous={t.is_contiguous()}"
-        if isinstance(t, torch.Tensor)
-        else type(t).__name__
-    )
-    return ValueError(f"GptOssRMSNorm (thunder-aot): {name} must be {expected}; got a {got}")
-
-
-def forward(hidden_states, t_weight):
-    """GptOssRMSNorm.forward as a pure function of its inputs, parameters and buffers."""
-    if not (isinstance(hidden_states, torch.Tensor)):
-        raise _bad_input("hidden_states", hidden_states, "a tensor")
+def _dispatch(hidden_states, t_weight) -> int:
+    """The program of the first bucket the inputs' shapes and dtypes match."""
+    if not isinstance(hidden_states, torch.Tensor):
+        raise bad_input(_OWNER, "hidden_states", hidden_states, "a tensor")
     shape_0 = hidden_states.shape
     dtype_0 = hidden_states.dtype
-    if dtype_0 is torch.bfloat16 and shape_0 == (1, 15, 2880):
-        # bucket 0: 1x15x2880:bfloat16
-        # aotFusion0: convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
-        # thunder_aot/examples/gpt_oss.py:22: hidden_states = hidden_states.to(torch.float32)
-        t0 = hidden_states.to(torch.float32)
-        # thunder_aot/examples/gpt_oss.py:23: variance = hidden_states.pow(2).mean(-1, keepdim=True)
-        t1 = t0**2.0
-        t2 = t1
-        t3 = torch.sum(t2, (2,))
-        t4 = t3.view(1, 15, 1)
-        t5 = t4 / 2880.0
-        variance = t5
-        # thunder_aot/examples/gpt_oss.py:24: hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
-        t8 = variance + 1e-05
-        t9 = torch.rsqrt(t8)
-        t10 = t9.expand(1, 15, 2880)
-        t11 = t0 * t10
-        # thunder_aot/examples/gpt_oss.py:25: return (self.weight * hidden_states).to(input_dtype)
-        t14 = t_weight.view(1, 1, 2880).expand(1, 15, 2880)
-        t15 = t14 * t11
-        t16 = t15.to(torch.bfloat16)
-        return t16
-    if dtype_0 is torch.bfloat16 and shape_0 == (1, 568, 2880):
-        # bucket 1: 1x568x2880:bfloat16
-        # aotFusion0: convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
-        # thunder_aot/examples/gpt_oss.py:22: hidden_states = hidden_states.to(torch.float32)
-        t0 = hidden_states.to(torch.float32)
-        # thunder_aot/examples/gpt_oss.py:23: variance = hidden_states.pow(2).mean(-1, keepdim=True)
-        t1 = t0**2.0
-        t2 = t1
-        t3 = torch.sum(t2, (2,))
-        t4 = t3.view(1, 568, 1)
-        t5 = t4 / 2880.0
-        variance = t5
-        # thunder_aot/examples/gpt_oss.py:24: hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
-        t8 = variance + 1e-05
-        t9 = torch.rsqrt(t8)
-        t10 = t9.expand(1, 568, 2880)
-        t11 = t0 * t10
-        # thunder_aot/examples/gpt_oss.py:25: return (self.weight * hidden_states).to(input_dtype)
-        t14 = t_weight.view(1, 1, 2880).expand(1, 568, 2880)
-        t15 = t14 * t11
-        t16 = t15.to(torch.bfloat16)
-        return t16
-    if dtype_0 is torch.bfloat16 and shape_0 == (1, 1369, 2880):
-        # bucket 2: 1x1369x2880:bfloat16
-        # aotFusion0: convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
-        # thunder_aot/examples/gpt_oss.py:22: hidden_states = hidden_states.to(torch.float32)
-        t0 = hidden_states.to(torch.float32)
-        # thunder_aot/examples/gpt_oss.py:23: variance = hidden_states.pow(2).mean(-1, keepdim=True)
-        t1 = t0**2.0
-        t2 = t1
-        t3 = torch.sum(t2, (2,))
-        t4 = t3.view(1, 1369, 1)
-        t5 = t4 / 2880.0
-        variance = t5
-        # thunder_aot/examples/gpt_oss.py:24: hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
-        t8 = variance + 1e-05
-        t9 = torch.rsqrt(t8)
-        t10 = t9.expand(1, 1369, 2880)
-        t11 = t0 * t10
-        # thunder_aot/examples/gpt_oss.py:25: return (self.weight * hidden_states).to(input_dtype)
-        t14 = t_weight.view(1, 1, 2880).expand(1, 1369, 2880)
-        t15 = t14 * t11
-        t16 = t15.to(torch.bfloat16)
-        return t16
-    if (
+    if dtype_0 is torch.bfloat16 and shape_0 == (1, 15, 2880):  # 1x15x2880:bfloat16
+        program = 0
+    elif dtype_0 is torch.bfloat16 and shape_0 == (1, 568, 2880):  # 1x568x2880:bfloat16
+        program = 0
+    elif dtype_0 is torch.bfloat16 and shape_0 == (1, 1369, 2880):  # 1x1369x2880:bfloat16
+        program = 0
+    elif (
         dtype_0 is torch.bfloat16
         and len(shape_0) == 3
         and shape_0[0] == 1
         and 1 <= shape_0[1] <= 2048
         and shape_0[2] == 2880
-    ):
-        # bucket 3: 1x[s0=1..2048]x2880:bfloat16
-        s0 = shape_0[1]
-        # aotFusion0: convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
+    ):  # 1x[s0=1..2048]x2880:bfloat16
+        program = 0
+    else:
+        raise no_bucket(_OWNER, ("hidden_states",), (hidden_states,), BUCKETS)
+    return program
+
+
+def forward(hidden_states, t_weight):
+    """GptOssRMSNorm.forward as a pure function of its inputs, parameters and buffers."""
+    program = _dispatch(hidden_states, t_weight)
+    if program == 0:
+        # serves 1x15x2880:bfloat16; 1x568x2880:bfloat16; 1x1369x2880:bfloat16; 1x[s0=1..2048]x2880:bfloat16
+        s0 = hidden_states.shape[1]
+        # fusion0: convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
         # thunder_aot/examples/gpt_oss.py:22: hidden_states = hidden_states.to(torch.float32)
         t0 = hidden_states.to(torch.float32)
         # thunder_aot/examples/gpt_oss.py:23: variance = hidden_states.pow(2).mean(-1, keepdim=True)
@@ -154,101 +89,38 @@ def forward(hidden_states, t_weight):
         t15 = t14 * t11
         t16 = t15.to(torch.bfloat16)
         return t16
-    raise _no_bucket(hidden_states)
 
 
-#: torch's registries of hooks that apply to every module (register_module_forward_hook & co.)
-_GLOBAL_FORWARD_PRE_HOOKS = torch.nn.modules.module._global_forward_pre_hooks
-_GLOBAL_FORWARD_HOOKS = torch.nn.modules.module._global_forward_hooks
-_GLOBAL_BACKWARD_PRE_HOOKS = torch.nn.modules.module._global_backward_pre_hooks
-_GLOBAL_BACKWARD_HOOKS = torch.nn.modules.module._global_backward_hooks
-
-
-class GptOssRMSNorm(torch.nn.Module):
+class GptOssRMSNorm(GeneratedModule):
     """Drop-in replacement for the source module; parameters and buffers keep their names.
 
     ``GptOssRMSNorm()`` allocates uninitialised tensors (fill them with ``load_state_dict``);
     ``GptOssRMSNorm.from_module(source)`` shares the source module's tensors instead.
     """
 
-    def __init__(self, *, device: torch.device | str | None = None) -> None:
-        super().__init__()
-        self.register_parameter(
-            "weight", torch.nn.Parameter(torch.empty((2880,), dtype=torch.float32, device=device))
-        )
-
-    #: settings of the source module that the export baked in; from_module checks them
+    STATE = (("weight", "parameter", (2880,), torch.float32, True),)
     EXPORTED_SETTINGS = {
         "variance_epsilon": 1e-05,
     }
-
-    @classmethod
-    def from_module(cls, source: torch.nn.Module) -> "GptOssRMSNorm":
-        """A module computing ``source``'s forward that shares (does not copy) its tensors.
-
-        Raises ValueError when ``source`` has other settings (eps, scales) than the exported one."""
-        for path, exported in cls.EXPORTED_SETTINGS.items():
-            owner = source
-            for part in path.split("."):
-                owner = getattr(owner, part)
-            if owner != exported:
-                raise ValueError(
-                    f"GptOssRMSNorm (thunder-aot) was exported for {path}={exported!r}; the source has {owner!r}"
-                )
-        module = cls(device="meta")
-        module.register_parameter("weight", source.get_parameter("weight"))
-        return module
-
-    #: per bucket: its dynamic dims with their ranges, and its inputs' shapes and dtypes in them
     WARMUP = (
         ({}, lambda: [((1, 15, 2880), torch.bfloat16)]),
         ({}, lambda: [((1, 568, 2880), torch.bfloat16)]),
         ({}, lambda: [((1, 1369, 2880), torch.bfloat16)]),
         ({"s0": (1, 2048)}, lambda s0: [((1, s0, 2880), torch.bfloat16)]),
     )
-
-    def warmup(self, device: torch.device | str | None = None, **sizes: list[int]) -> int:
-        """Call every bucket once per size (default: each dynamic dim at its edges; pass e.g.
-        ``s0=[1, 15, 128]`` to choose), so that kernels are recorded and compiled before serving.
-        Returns the number of calls made."""
-        device = device if device is not None else next(iter(self.state_dict().values())).device
-        calls = 0
-        for ranges, make_inputs in self.WARMUP:
-            choices = [sizes.get(name, bounds) for name, bounds in ranges.items()]
-            for values in itertools.product(*choices):
-                if not all(lo <= v <= hi for v, (lo, hi) in zip(values, ranges.values())):
-                    continue
-                args = [torch.randn(shape, device=device).to(dtype) for shape, dtype in make_inputs(*values)]
-                with torch.no_grad():
-                    self(*args)
-                calls += 1
-        return calls
+    FALLBACK = False
 
     def __call__(self, hidden_states):
-        # nn.Module.__call__'s generic path costs 1-3 µs a call: take it only when it has work to do
-        # (hooks, module.compile(), a forward replaced on the instance); read through __dict__,
-        # since nn.Module's __getattr__ makes every self.<name> a slow lookup
         state = self.__dict__
-        if (
-            state["_forward_pre_hooks"]
-            or state["_forward_hooks"]
-            or state["_backward_pre_hooks"]
-            or state["_backward_hooks"]
-            or state.get("_compiled_call_impl") is not None
-            or "forward" in state
-            or _GLOBAL_FORWARD_PRE_HOOKS
-            or _GLOBAL_FORWARD_HOOKS
-            or _GLOBAL_BACKWARD_PRE_HOOKS
-            or _GLOBAL_BACKWARD_HOOKS
-        ):
+        if module_call_needed(state):
             return torch.nn.Module.__call__(self, hidden_states)
-        return forward(hidden_states, state["_parameters"]["weight"])
-
-    def __init_subclass__(cls, **kwargs) -> None:
-        # a subclass with its own forward is called through nn.Module.__call__, which calls that forward
-        super().__init_subclass__(**kwargs)
-        if "forward" in cls.__dict__ and "__call__" not in cls.__dict__:
-            cls.__call__ = torch.nn.Module.__call__
+        try:
+            return forward(hidden_states, state["_parameters"]["weight"])
+        except NoBucketError as error:
+            return self._outside_buckets(error, hidden_states)
 
     def forward(self, hidden_states):
-        return forward(hidden_states, self._parameters["weight"])
+        try:
+            return forward(hidden_states, self._parameters["weight"])
+        except NoBucketError as error:
+            return self._outside_buckets(error, hidden_states)

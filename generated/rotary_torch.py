@@ -2,61 +2,42 @@
 # Regenerate: thunder-aot export thunder_aot.examples.blocks:rotary_embedding --shapes '1x8x[S=1..2048]x64:bfloat16, 1x1x[S]x64:bfloat16, 1x1x[S]x64:bfloat16' --backend torch --out generated/rotary_torch.py
 # Source: thunder_aot.examples.blocks:rotary_embedding (RotaryEmbedding)
 # Backend: torch
-# Buckets (dispatch order, most specific first):
-#   0: 1x8x[S=1..2048]x64:bfloat16, 1x1x[S]x64:bfloat16, 1x1x[S]x64:bfloat16
+# Buckets (dispatch order, most specific first) -> program:
+#   1x8x[S=1..2048]x64:bfloat16, 1x1x[S]x64:bfloat16, 1x1x[S]x64:bfloat16 -> 0
 # Versions: thunder-aot 0.1.0, lightning-thunder 0.2.6, torch 2.11.0
 """RotaryEmbedding from thunder_aot.examples.blocks:rotary_embedding, exported by thunder-aot (torch backend).
 
-Import-time cost: none beyond torch; Thunder is not imported."""
+Imports torch and thunder_aot.runtime; Thunder is not imported."""
 
 from __future__ import annotations
 
-import itertools
 import torch
+from thunder_aot.runtime import (
+    GeneratedModule,
+    NoBucketError,
+    bad_input,
+    module_call_needed,
+    no_bucket,
+    require,
+)
+
+require(1)
 
 __all__ = ["BUCKETS", "NoBucketError", "RotaryEmbedding", "forward"]
 
-
-class NoBucketError(ValueError):
-    """The inputs match none of the exported buckets."""
-
-
+_OWNER = "RotaryEmbedding"
 #: Shapes this module serves, in dispatch order (the first bucket that matches is used).
 BUCKETS = ("1x8x[S=1..2048]x64:bfloat16, 1x1x[S]x64:bfloat16, 1x1x[S]x64:bfloat16",)
 
 
-def _no_bucket(x, cos, sin):
-    got = ", ".join(
-        f"{name} {'x'.join(map(str, t.shape)) if isinstance(t, torch.Tensor) else type(t).__name__}"
-        f"{':' + str(t.dtype).removeprefix('torch.') if isinstance(t, torch.Tensor) else ''}"
-        for name, t in (
-            ("x", x),
-            ("cos", cos),
-            ("sin", sin),
-        )
-    )
-    return NoBucketError(
-        f"RotaryEmbedding (thunder-aot): no bucket for {got}; expected one of: {'; '.join(BUCKETS)}"
-    )
-
-
-def _bad_input(name, t, expected):
-    got = (
-        f"{t.device} tensor, contiguous={t.is_contiguous()}"
-        if isinstance(t, torch.Tensor)
-        else type(t).__name__
-    )
-    return ValueError(f"RotaryEmbedding (thunder-aot): {name} must be {expected}; got a {got}")
-
-
-def forward(x, cos, sin):
-    """RotaryEmbedding.forward as a pure function of its inputs, parameters and buffers."""
-    if not (isinstance(x, torch.Tensor)):
-        raise _bad_input("x", x, "a tensor")
-    if not (isinstance(cos, torch.Tensor)):
-        raise _bad_input("cos", cos, "a tensor")
-    if not (isinstance(sin, torch.Tensor)):
-        raise _bad_input("sin", sin, "a tensor")
+def _dispatch(x, cos, sin) -> int:
+    """The program of the first bucket the inputs' shapes and dtypes match."""
+    if not isinstance(x, torch.Tensor):
+        raise bad_input(_OWNER, "x", x, "a tensor")
+    if not isinstance(cos, torch.Tensor):
+        raise bad_input(_OWNER, "cos", cos, "a tensor")
+    if not isinstance(sin, torch.Tensor):
+        raise bad_input(_OWNER, "sin", sin, "a tensor")
     shape_0 = x.shape
     dtype_0 = x.dtype
     shape_1 = cos.shape
@@ -82,10 +63,29 @@ def forward(x, cos, sin):
         and shape_2[1] == 1
         and shape_2[2] == shape_0[2]
         and shape_2[3] == 64
-    ):
-        # bucket 0: 1x8x[S=1..2048]x64:bfloat16, 1x1x[S]x64:bfloat16, 1x1x[S]x64:bfloat16
-        S = shape_0[2]
-        # aotFusion0: slice, convert_element_type, neg, convert_element_type, slice, cat, broadcast_in_dim, convert_element_type, convert_element_type, mul, convert_element_type, broadcast_in_dim, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, convert_element_type, add, convert_element_type
+    ):  # 1x8x[S=1..2048]x64:bfloat16, 1x1x[S]x64:bfloat16, 1x1x[S]x64:bfloat16
+        program = 0
+    else:
+        raise no_bucket(
+            _OWNER,
+            ("x", "cos", "sin"),
+            (
+                x,
+                cos,
+                sin,
+            ),
+            BUCKETS,
+        )
+    return program
+
+
+def forward(x, cos, sin):
+    """RotaryEmbedding.forward as a pure function of its inputs, parameters and buffers."""
+    program = _dispatch(x, cos, sin)
+    if program == 0:
+        # serves 1x8x[S=1..2048]x64:bfloat16, 1x1x[S]x64:bfloat16, 1x1x[S]x64:bfloat16
+        S = x.shape[2]
+        # fusion0: slice, convert_element_type, neg, convert_element_type, slice, cat, broadcast_in_dim, convert_element_type, convert_element_type, mul, convert_element_type, broadcast_in_dim, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, convert_element_type, add, convert_element_type
         # thunder_aot/examples/blocks.py:78: rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
         t0 = x[:, :, :, 32:64]
         t1 = t0.to(torch.float32)
@@ -109,46 +109,17 @@ def forward(x, cos, sin):
         t18 = t16 + t17
         t19 = t18.to(torch.bfloat16)
         return t19
-    raise _no_bucket(x, cos, sin)
 
 
-#: torch's registries of hooks that apply to every module (register_module_forward_hook & co.)
-_GLOBAL_FORWARD_PRE_HOOKS = torch.nn.modules.module._global_forward_pre_hooks
-_GLOBAL_FORWARD_HOOKS = torch.nn.modules.module._global_forward_hooks
-_GLOBAL_BACKWARD_PRE_HOOKS = torch.nn.modules.module._global_backward_pre_hooks
-_GLOBAL_BACKWARD_HOOKS = torch.nn.modules.module._global_backward_hooks
-
-
-class RotaryEmbedding(torch.nn.Module):
+class RotaryEmbedding(GeneratedModule):
     """Drop-in replacement for the source module; parameters and buffers keep their names.
 
     ``RotaryEmbedding()`` allocates uninitialised tensors (fill them with ``load_state_dict``);
     ``RotaryEmbedding.from_module(source)`` shares the source module's tensors instead.
     """
 
-    def __init__(self, *, device: torch.device | str | None = None) -> None:
-        super().__init__()
-
-    #: settings of the source module that the export baked in; from_module checks them
+    STATE = ()
     EXPORTED_SETTINGS = {}
-
-    @classmethod
-    def from_module(cls, source: torch.nn.Module) -> "RotaryEmbedding":
-        """A module computing ``source``'s forward that shares (does not copy) its tensors.
-
-        Raises ValueError when ``source`` has other settings (eps, scales) than the exported one."""
-        for path, exported in cls.EXPORTED_SETTINGS.items():
-            owner = source
-            for part in path.split("."):
-                owner = getattr(owner, part)
-            if owner != exported:
-                raise ValueError(
-                    f"RotaryEmbedding (thunder-aot) was exported for {path}={exported!r}; the source has {owner!r}"
-                )
-        module = cls(device="meta")
-        return module
-
-    #: per bucket: its dynamic dims with their ranges, and its inputs' shapes and dtypes in them
     WARMUP = (
         (
             {"S": (1, 2048)},
@@ -159,49 +130,19 @@ class RotaryEmbedding(torch.nn.Module):
             ],
         ),
     )
-
-    def warmup(self, device: torch.device | str | None = None, **sizes: list[int]) -> int:
-        """Call every bucket once per size (default: each dynamic dim at its edges; pass e.g.
-        ``s0=[1, 15, 128]`` to choose), so that kernels are recorded and compiled before serving.
-        Returns the number of calls made."""
-        device = device if device is not None else next(iter(self.state_dict().values())).device
-        calls = 0
-        for ranges, make_inputs in self.WARMUP:
-            choices = [sizes.get(name, bounds) for name, bounds in ranges.items()]
-            for values in itertools.product(*choices):
-                if not all(lo <= v <= hi for v, (lo, hi) in zip(values, ranges.values())):
-                    continue
-                args = [torch.randn(shape, device=device).to(dtype) for shape, dtype in make_inputs(*values)]
-                with torch.no_grad():
-                    self(*args)
-                calls += 1
-        return calls
+    FALLBACK = False
 
     def __call__(self, x, cos, sin):
-        # nn.Module.__call__'s generic path costs 1-3 µs a call: take it only when it has work to do
-        # (hooks, module.compile(), a forward replaced on the instance); read through __dict__,
-        # since nn.Module's __getattr__ makes every self.<name> a slow lookup
         state = self.__dict__
-        if (
-            state["_forward_pre_hooks"]
-            or state["_forward_hooks"]
-            or state["_backward_pre_hooks"]
-            or state["_backward_hooks"]
-            or state.get("_compiled_call_impl") is not None
-            or "forward" in state
-            or _GLOBAL_FORWARD_PRE_HOOKS
-            or _GLOBAL_FORWARD_HOOKS
-            or _GLOBAL_BACKWARD_PRE_HOOKS
-            or _GLOBAL_BACKWARD_HOOKS
-        ):
+        if module_call_needed(state):
             return torch.nn.Module.__call__(self, x, cos, sin)
-        return forward(x, cos, sin)
-
-    def __init_subclass__(cls, **kwargs) -> None:
-        # a subclass with its own forward is called through nn.Module.__call__, which calls that forward
-        super().__init_subclass__(**kwargs)
-        if "forward" in cls.__dict__ and "__call__" not in cls.__dict__:
-            cls.__call__ = torch.nn.Module.__call__
+        try:
+            return forward(x, cos, sin)
+        except NoBucketError as error:
+            return self._outside_buckets(error, x, cos, sin)
 
     def forward(self, x, cos, sin):
-        return forward(x, cos, sin)
+        try:
+            return forward(x, cos, sin)
+        except NoBucketError as error:
+            return self._outside_buckets(error, x, cos, sin)

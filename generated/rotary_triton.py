@@ -2,139 +2,52 @@
 # Regenerate: thunder-aot export thunder_aot.examples.blocks:rotary_embedding --shapes '1x8x[S=1..2048]x64:bfloat16, 1x1x[S]x64:bfloat16, 1x1x[S]x64:bfloat16' --backend triton --out generated/rotary_triton.py
 # Source: thunder_aot.examples.blocks:rotary_embedding (RotaryEmbedding)
 # Backend: triton
-# Buckets (dispatch order, most specific first):
-#   0: 1x8x[S=1..2048]x64:bfloat16, 1x1x[S]x64:bfloat16, 1x1x[S]x64:bfloat16
+# Buckets (dispatch order, most specific first) -> program:
+#   1x8x[S=1..2048]x64:bfloat16, 1x1x[S]x64:bfloat16, 1x1x[S]x64:bfloat16 -> 0
 # Versions: thunder-aot 0.1.0, lightning-thunder 0.2.6, torch 2.11.0
 """RotaryEmbedding from thunder_aot.examples.blocks:rotary_embedding, exported by thunder-aot (triton backend).
 
-Import-time cost: none beyond torch and the backend library; Thunder is not imported."""
+Imports torch, the backend library and thunder_aot.runtime; Thunder is not imported."""
 
 from __future__ import annotations
-
-import itertools
-import os
-import threading
 
 import torch
 import triton
 import triton.language as tl
+from thunder_aot.runtime.triton import (
+    INTERPRET,
+    Kernel,
+    current_device,
+    eager_device,
+    empty_strided_cuda,
+    raw_stream,
+)
+from thunder_aot.runtime import (
+    GeneratedModule,
+    NoBucketError,
+    bad_input,
+    dynamo_compiling,
+    is_grad_enabled,
+    module_call_needed,
+    no_autograd,
+    no_bucket,
+    record_guard,
+    require,
+)
+
+require(1)
 
 __all__ = ["BUCKETS", "NoBucketError", "RotaryEmbedding", "forward"]
 
-
-class NoBucketError(ValueError):
-    """The inputs match none of the exported buckets."""
-
-
+_OWNER = "RotaryEmbedding"
 #: Shapes this module serves, in dispatch order (the first bucket that matches is used).
 BUCKETS = ("1x8x[S=1..2048]x64:bfloat16, 1x1x[S]x64:bfloat16, 1x1x[S]x64:bfloat16",)
-
-#: Triton's interpreter runs the kernels on CPU tensors (for checking them without a GPU)
-_INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
-_compiling = torch.compiler.is_compiling
-_COMPILE_LOCK = threading.Lock()
-#: the current device and its raw current stream, as torch.compile's generated code reads them
-#: (~1 µs less per call than torch.cuda.current_stream(); public fallbacks where torch lacks them)
-_current_device = getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device)
-_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
-    lambda index: torch.cuda.current_stream(index).cuda_stream
-)
-#: an empty tensor on the current CUDA device, as torch.compile's generated code allocates (no
-#: argument parser, no dispatcher: ~0.7 µs less per call than torch.empty_like on the GPU machine);
-#: outputs are allocated through it where ``_device`` >= 0 (their inputs are on the current device)
-try:
-    from torch._C._dynamo.guards import _empty_strided_cuda
-except ImportError:  # a torch without it: the public call, on the current device as well
-
-    def _empty_strided_cuda(sizes: tuple, strides: tuple, dtype):
-        return torch.empty_strided(sizes, strides, dtype=dtype, device="cuda")
-
-
-def _eager_device(t) -> int:
-    """forward's ``_device`` on its checked path: ``t``'s CUDA device index where kernels can launch
-    directly (eager CUDA, not Triton's interpreter or torch.compile's tracing, and ``t`` on the
-    current device), else -1."""
-    if _INTERPRET or _compiling():
-        return -1
-    index = t.get_device()
-    return index if index == _current_device() else -1
-
-
-def _compile(kernel, compiled: dict, key: int, args: tuple, n: int, block: int, num_warps: int) -> tuple:
-    """Compile ``kernel`` for these arguments' device and alignment, once (thread-safe): Triton
-    specialises pointers on 16-byte alignment, so a kernel compiled for aligned tensors must never
-    see an unaligned one. The entry is (compiled kernel, launch function, the launch's leading
-    arguments): the C launch function of the kernel's launcher where the kernel needs no scratch
-    memory (skipping the launcher's Python wrapper), else ``CompiledKernel.run`` itself."""
-    with _COMPILE_LOCK:
-        if key not in compiled:
-            with torch.cuda.device(args[0].device):
-                binary = kernel.warmup(*args, N=n, BLOCK=block, num_warps=num_warps, grid=(1,))
-                binary._init_handles()
-            run = binary.run
-            launch = getattr(run, "launch", None)
-            if (
-                launch is not None
-                and not getattr(run, "global_scratch_size", 1)
-                and not getattr(run, "profile_scratch_size", 1)
-            ):
-                head = (
-                    binary.function,
-                    run.launch_cooperative_grid,
-                    run.launch_pdl,
-                    None,
-                    None,
-                    binary.packed_metadata,
-                    None,
-                    None,
-                    None,
-                )
-            else:
-                launch, head = run, (binary.function, binary.packed_metadata, None, None, None)
-            compiled[key] = (binary, launch, head)
-    return compiled[key]
-
-
-def _launch(
-    kernel,
-    compiled: dict,
-    rows: int,
-    args: tuple,
-    raw: tuple,
-    misaligned: bool,
-    n: int,
-    block: int,
-    num_warps: int,
-) -> None:
-    """Launch ``rows`` programs of ``kernel`` where forward's direct launch cannot: the kernel's first
-    call for a device and alignment (it compiles), a device other than the current one, Triton's
-    interpreter, torch.compile's tracing. ``args``: its tensors and run-time sizes; ``raw``: the same
-    with each tensor as its ``data_ptr()`` (the launcher then neither calls ``data_ptr()`` nor asks
-    the driver about the pointer: the module's checks already ensured CUDA tensors on one device).
-    On CUDA: the kernel compiled for the device and alignment (``compiled``: that kernel's own cache,
-    keyed by device index * 2 + misaligned), launched on the current stream (no JIT argument
-    binding)."""
-    if _INTERPRET or _compiling():
-        # Triton's interpreter on CPU; under torch.compile, the launch that dynamo understands
-        # (inductor then compiles the kernel into its own graph as a user-defined Triton kernel)
-        kernel[(rows,)](*args, N=n, BLOCK=block, num_warps=num_warps)
-        return
-    index = args[0].get_device()
-    key = index + index + misaligned
-    entry = compiled.get(key)
-    if entry is None:
-        entry = _compile(kernel, compiled, key, args, n, block, num_warps)
-    if index != _current_device():  # the launch runs in the current device's context
-        with torch.cuda.device(index):
-            entry[1](rows, 1, 1, _raw_stream(index), *entry[2], *raw, n, block)
-        return
-    entry[1](rows, 1, 1, _raw_stream(index), *entry[2], *raw, n, block)
+#: the first input's shape -> its guard and program (recorded by _dispatch: thunder_aot.runtime.record_guard)
+_FAST: dict = {}
 
 
 @triton.jit(do_not_specialize=["S", "_rows"])
-def bucket0_fusion0_kernel(
-    x_ptr, cos_ptr, sin_ptr, t19_out_ptr, S, _rows, N: tl.constexpr, BLOCK: tl.constexpr
-):
+def fusion0_kernel(x_ptr, cos_ptr, sin_ptr, t19_out_ptr, S, _rows, N: tl.constexpr, BLOCK: tl.constexpr):
     # persistent: 16 rows of 64 per program in BLOCK=64 lanes, 1 warp
     row = tl.program_id(0).to(tl.int64) * 16 + tl.arange(0, 16)[:, None]
     in_rows = row < _rows
@@ -166,95 +79,30 @@ def bucket0_fusion0_kernel(
     tl.store(t19_out_ptr + row * N + cols, t19, mask=mask)
 
 
-#: device index * 2 + (inputs misaligned) -> the compiled kernel
-bucket0_fusion0_compiled: dict = {}
-
-
-def _no_bucket(x, cos, sin):
-    got = ", ".join(
-        f"{name} {'x'.join(map(str, t.shape)) if isinstance(t, torch.Tensor) else type(t).__name__}"
-        f"{':' + str(t.dtype).removeprefix('torch.') if isinstance(t, torch.Tensor) else ''}"
-        for name, t in (
-            ("x", x),
-            ("cos", cos),
-            ("sin", sin),
-        )
-    )
-    return NoBucketError(
-        f"RotaryEmbedding (thunder-aot): no bucket for {got}; expected one of: {'; '.join(BUCKETS)}"
-    )
-
-
-def _no_autograd():
-    return RuntimeError(
-        "RotaryEmbedding (thunder-aot, triton) computes no gradients, and a tensor it got "
-        "requires grad: call it under torch.no_grad() or torch.inference_mode(), or requires_grad_(False) the module"
-    )
-
-
-def _bad_input(name, t, expected):
-    got = (
-        f"{t.device} tensor, contiguous={t.is_contiguous()}"
-        if isinstance(t, torch.Tensor)
-        else type(t).__name__
-    )
-    return ValueError(f"RotaryEmbedding (thunder-aot): {name} must be {expected}; got a {got}")
-
-
-def _check(x, cos, sin):
-    """What the kernels assume of the inputs and the module's tensors; each failure raises a one-line error."""
-    if not (isinstance(x, torch.Tensor) and x.is_contiguous() and (x.is_cuda or _INTERPRET)):
-        raise _bad_input("x", x, "a contiguous CUDA tensor")
-    if not (
-        isinstance(cos, torch.Tensor)
-        and cos.is_contiguous()
-        and (cos.is_cuda or _INTERPRET)
-        and cos.get_device() == x.get_device()
-    ):
-        raise _bad_input("cos", cos, "a contiguous CUDA tensor on x's device")
-    if not (
-        isinstance(sin, torch.Tensor)
-        and sin.is_contiguous()
-        and (sin.is_cuda or _INTERPRET)
-        and sin.get_device() == x.get_device()
-    ):
-        raise _bad_input("sin", sin, "a contiguous CUDA tensor on x's device")
-    if torch.is_grad_enabled() and (x.requires_grad or cos.requires_grad or sin.requires_grad):
-        raise _no_autograd()
-
-
-#: torch's C++ tensor test, the one torch.compile guards its graphs' inputs with (None on a torch
-#: without it: every call then takes the checked path)
-try:
-    from torch._C._dynamo.guards import TensorGuards as _TensorGuards
-except ImportError:
-    _TensorGuards = None
-_is_grad_enabled = torch.is_grad_enabled
-_dynamo_compiling = torch.compiler.is_dynamo_compiling
-_tracing = torch.compiler.is_compiling
-#: the first input's shape -> (guard, bucket, whether no tensor requires grad, device index):
-#: recorded by _dispatch at the first call of each shape that passed the checks (the last such call
-#: wins), for at most _FAST_LIMIT shapes. An entry whose tensors require grad serves only calls with
-#: gradients off. The device index is the tensors' (-1 on CPU, for the interpreter).
-_FAST: dict = {}
-_FAST_LIMIT = 4096
-
-
-def _guard(*tensors):
-    """A test that tensors have these tensors' Python type, dispatch keys (device type, autograd,
-    inference), dtype, device index, requires_grad, sizes and strides (a size-1 dim's stride is
-    free): whatever passes it passes the checks these tensors passed."""
-    return _TensorGuards(
-        *tensors,
-        dynamic_dims_sizes=[list(t.shape) for t in tensors],
-        dynamic_dims_strides=[[None if n == 1 else s for n, s in zip(t.shape, t.stride())] for t in tensors],
-    ).check
+fusion0 = Kernel(fusion0_kernel, block=64, num_warps=1)
 
 
 def _dispatch(x, cos, sin) -> int:
-    """forward's checked path: the checks, then the first bucket whose shapes and dtypes match;
-    records a guard of these tensors for their shape in _FAST."""
-    _check(x, cos, sin)
+    """The checked path: every check of the arguments, then the program of the first bucket the
+    inputs' shapes and dtypes match; records a guard of these tensors for their shape."""
+    if not (isinstance(x, torch.Tensor) and x.is_contiguous() and (x.is_cuda or INTERPRET)):
+        raise bad_input(_OWNER, "x", x, "a contiguous CUDA tensor")
+    if not (
+        isinstance(cos, torch.Tensor)
+        and cos.is_contiguous()
+        and (cos.is_cuda or INTERPRET)
+        and cos.get_device() == x.get_device()
+    ):
+        raise bad_input(_OWNER, "cos", cos, "a contiguous CUDA tensor on x's device")
+    if not (
+        isinstance(sin, torch.Tensor)
+        and sin.is_contiguous()
+        and (sin.is_cuda or INTERPRET)
+        and sin.get_device() == x.get_device()
+    ):
+        raise bad_input(_OWNER, "sin", sin, "a contiguous CUDA tensor on x's device")
+    if torch.is_grad_enabled() and (x.requires_grad or cos.requires_grad or sin.requires_grad):
+        raise no_autograd(_OWNER, "triton")
     shape_0 = x.shape
     dtype_0 = x.dtype
     shape_1 = cos.shape
@@ -280,23 +128,25 @@ def _dispatch(x, cos, sin) -> int:
         and shape_2[1] == 1
         and shape_2[2] == shape_0[2]
         and shape_2[3] == 64
-    ):
-        bucket = 0
+    ):  # 1x8x[S=1..2048]x64:bfloat16, 1x1x[S]x64:bfloat16, 1x1x[S]x64:bfloat16
+        program = 0
     else:
-        raise _no_bucket(x, cos, sin)
-    if _TensorGuards is not None and not _tracing() and (shape_0 in _FAST or len(_FAST) < _FAST_LIMIT):
-        grad_free = not (x.requires_grad or cos.requires_grad or sin.requires_grad)
-        _FAST[shape_0] = (_guard(x, cos, sin), bucket, grad_free, x.get_device())
-    return bucket
+        raise no_bucket(
+            _OWNER,
+            ("x", "cos", "sin"),
+            (
+                x,
+                cos,
+                sin,
+            ),
+            BUCKETS,
+        )
+    record_guard(_FAST, shape_0, program, (x, cos, sin))
+    return program
 
 
 def forward(x, cos, sin):
-    """RotaryEmbedding.forward as a pure function of its inputs, parameters and buffers.
-
-    Fast path: the guard recorded for the first input's shape passes (a C++ test of every tensor
-    argument: type, device, dtype, sizes, strides, requires_grad; and gradients off where some
-    tensor requires grad); it stands for the checks and the bucket tests, which ``_dispatch`` runs
-    otherwise."""
+    """RotaryEmbedding.forward as a pure function of its inputs, parameters and buffers."""
     try:
         shape_0 = x.shape
         fast = _FAST.get(shape_0)
@@ -304,86 +154,48 @@ def forward(x, cos, sin):
         shape_0 = fast = None
     if (
         fast is not None
-        and (fast[2] or not _is_grad_enabled())
-        and not _dynamo_compiling()
+        and (fast[2] or not is_grad_enabled())
+        and not dynamo_compiling()
         and fast[0](x, cos, sin)
     ):
-        bucket = fast[1]
-        _device = fast[3]  # the guard fixed the tensors' device; kernels launch directly on the current one
-        if _device >= 0 and _device != _current_device():
+        program = fast[1]
+        # the guard fixed the tensors' device; kernels launch directly on the current one
+        _device = fast[3]
+        if _device >= 0 and _device != current_device():
             _device = -1
     else:
-        bucket = _dispatch(x, cos, sin)
-        _device = _eager_device(x)
-    if bucket == 0:
-        # bucket 0: 1x8x[S=1..2048]x64:bfloat16, 1x1x[S]x64:bfloat16, 1x1x[S]x64:bfloat16
+        program = _dispatch(x, cos, sin)
+        _device = eager_device(x)
+    if program == 0:
+        # serves 1x8x[S=1..2048]x64:bfloat16, 1x1x[S]x64:bfloat16, 1x1x[S]x64:bfloat16
         S = shape_0[2]
-        # aotFusion0: slice, convert_element_type, neg, convert_element_type, slice, cat, broadcast_in_dim, convert_element_type, convert_element_type, mul, convert_element_type, broadcast_in_dim, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, convert_element_type, add, convert_element_type
+        # fusion0: slice, convert_element_type, neg, convert_element_type, slice, cat, broadcast_in_dim, convert_element_type, convert_element_type, mul, convert_element_type, broadcast_in_dim, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, convert_element_type, add, convert_element_type
         _rows = x.numel() // 64
         t19 = (
-            _empty_strided_cuda((1, 8, S, 64), (64 * S * 8, 64 * S, 64, 1), torch.bfloat16)
+            empty_strided_cuda((1, 8, S, 64), (64 * S * 8, 64 * S, 64, 1), torch.bfloat16)
             if _device >= 0
             else torch.empty((1, 8, S, 64), dtype=torch.bfloat16, device=x.device)
         )
         _raw = (x.data_ptr(), cos.data_ptr(), sin.data_ptr(), t19.data_ptr(), S, _rows)
         _misaligned = (_raw[0] | _raw[1] | _raw[2]) & 15 != 0
-        _kernel = bucket0_fusion0_compiled.get(_device + _device + _misaligned)
-        # compiled for _device and this alignment: the C launch alone
+        _kernel = fusion0.binaries.get(_device + _device + _misaligned)
+        # the C launch where the kernel is compiled for _device and this alignment; else Kernel.launch
         if _kernel is not None:
-            _kernel[1]((_rows + 15) // 16, 1, 1, _raw_stream(_device), *_kernel[2], *_raw, 64, 64)
+            _kernel[1]((_rows + 15) // 16, 1, 1, raw_stream(_device), *_kernel[2], *_raw, 64, 64)
         else:
-            # the first call (compiles), another device, the interpreter, tracing
-            _launch(
-                bucket0_fusion0_kernel,
-                bucket0_fusion0_compiled,
-                (_rows + 15) // 16,
-                (x, cos, sin, t19, S, _rows),
-                _raw,
-                _misaligned,
-                64,
-                64,
-                1,
-            )
+            fusion0.launch((_rows + 15) // 16, (x, cos, sin, t19, S, _rows), _raw, _misaligned, 64)
         return t19
 
 
-#: torch's registries of hooks that apply to every module (register_module_forward_hook & co.)
-_GLOBAL_FORWARD_PRE_HOOKS = torch.nn.modules.module._global_forward_pre_hooks
-_GLOBAL_FORWARD_HOOKS = torch.nn.modules.module._global_forward_hooks
-_GLOBAL_BACKWARD_PRE_HOOKS = torch.nn.modules.module._global_backward_pre_hooks
-_GLOBAL_BACKWARD_HOOKS = torch.nn.modules.module._global_backward_hooks
-
-
-class RotaryEmbedding(torch.nn.Module):
+class RotaryEmbedding(GeneratedModule):
     """Drop-in replacement for the source module; parameters and buffers keep their names.
 
     ``RotaryEmbedding()`` allocates uninitialised tensors (fill them with ``load_state_dict``);
     ``RotaryEmbedding.from_module(source)`` shares the source module's tensors instead.
     """
 
-    def __init__(self, *, device: torch.device | str | None = None) -> None:
-        super().__init__()
-
-    #: settings of the source module that the export baked in; from_module checks them
+    STATE = ()
     EXPORTED_SETTINGS = {}
-
-    @classmethod
-    def from_module(cls, source: torch.nn.Module) -> "RotaryEmbedding":
-        """A module computing ``source``'s forward that shares (does not copy) its tensors.
-
-        Raises ValueError when ``source`` has other settings (eps, scales) than the exported one."""
-        for path, exported in cls.EXPORTED_SETTINGS.items():
-            owner = source
-            for part in path.split("."):
-                owner = getattr(owner, part)
-            if owner != exported:
-                raise ValueError(
-                    f"RotaryEmbedding (thunder-aot) was exported for {path}={exported!r}; the source has {owner!r}"
-                )
-        module = cls(device="meta")
-        return module
-
-    #: per bucket: its dynamic dims with their ranges, and its inputs' shapes and dtypes in them
     WARMUP = (
         (
             {"S": (1, 2048)},
@@ -394,49 +206,19 @@ class RotaryEmbedding(torch.nn.Module):
             ],
         ),
     )
-
-    def warmup(self, device: torch.device | str | None = None, **sizes: list[int]) -> int:
-        """Call every bucket once per size (default: each dynamic dim at its edges; pass e.g.
-        ``s0=[1, 15, 128]`` to choose), so that kernels are recorded and compiled before serving.
-        Returns the number of calls made."""
-        device = device if device is not None else next(iter(self.state_dict().values())).device
-        calls = 0
-        for ranges, make_inputs in self.WARMUP:
-            choices = [sizes.get(name, bounds) for name, bounds in ranges.items()]
-            for values in itertools.product(*choices):
-                if not all(lo <= v <= hi for v, (lo, hi) in zip(values, ranges.values())):
-                    continue
-                args = [torch.randn(shape, device=device).to(dtype) for shape, dtype in make_inputs(*values)]
-                with torch.no_grad():
-                    self(*args)
-                calls += 1
-        return calls
+    FALLBACK = False
 
     def __call__(self, x, cos, sin):
-        # nn.Module.__call__'s generic path costs 1-3 µs a call: take it only when it has work to do
-        # (hooks, module.compile(), a forward replaced on the instance); read through __dict__,
-        # since nn.Module's __getattr__ makes every self.<name> a slow lookup
         state = self.__dict__
-        if (
-            state["_forward_pre_hooks"]
-            or state["_forward_hooks"]
-            or state["_backward_pre_hooks"]
-            or state["_backward_hooks"]
-            or state.get("_compiled_call_impl") is not None
-            or "forward" in state
-            or _GLOBAL_FORWARD_PRE_HOOKS
-            or _GLOBAL_FORWARD_HOOKS
-            or _GLOBAL_BACKWARD_PRE_HOOKS
-            or _GLOBAL_BACKWARD_HOOKS
-        ):
+        if module_call_needed(state):
             return torch.nn.Module.__call__(self, x, cos, sin)
-        return forward(x, cos, sin)
-
-    def __init_subclass__(cls, **kwargs) -> None:
-        # a subclass with its own forward is called through nn.Module.__call__, which calls that forward
-        super().__init_subclass__(**kwargs)
-        if "forward" in cls.__dict__ and "__call__" not in cls.__dict__:
-            cls.__call__ = torch.nn.Module.__call__
+        try:
+            return forward(x, cos, sin)
+        except NoBucketError as error:
+            return self._outside_buckets(error, x, cos, sin)
 
     def forward(self, x, cos, sin):
-        return forward(x, cos, sin)
+        try:
+            return forward(x, cos, sin)
+        except NoBucketError as error:
+            return self._outside_buckets(error, x, cos, sin)

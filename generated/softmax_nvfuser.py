@@ -2,93 +2,47 @@
 # Regenerate: thunder-aot export thunder_aot.examples.blocks:scaled_masked_softmax --shapes '1x8x[S=1..512]x[S]:bfloat16, 1x1x[S]x[S]:float32' --backend nvfuser --out generated/softmax_nvfuser.py
 # Source: thunder_aot.examples.blocks:scaled_masked_softmax (ScaledMaskedSoftmax)
 # Backend: nvfuser
-# Buckets (dispatch order, most specific first):
-#   0: 1x8x1x1:bfloat16, 1x1x1x1:float32
-#   1: 1x8x[S=2..512]x[S]:bfloat16, 1x1x[S]x[S]:float32
+# Buckets (dispatch order, most specific first) -> program:
+#   1x8x1x1:bfloat16, 1x1x1x1:float32 -> 0
+#   1x8x[S=2..512]x[S]:bfloat16, 1x1x[S]x[S]:float32 -> 1
 # Versions: thunder-aot 0.1.0, lightning-thunder 0.2.6, torch 2.11.0
 """ScaledMaskedSoftmax from thunder_aot.examples.blocks:scaled_masked_softmax, exported by thunder-aot (nvfuser backend).
 
-Import-time cost: none beyond torch and the backend library; Thunder is not imported."""
+Imports torch, the backend library and thunder_aot.runtime; Thunder is not imported."""
 
 from __future__ import annotations
 
-import itertools
-import threading
-
 import torch
 from nvfuser_direct import DataType, FusionDefinition
+from thunder_aot.runtime.nvfuser import Fusion, SizedFusions, contiguity
+from thunder_aot.runtime import (
+    GeneratedModule,
+    NoBucketError,
+    bad_input,
+    dynamo_compiling,
+    is_grad_enabled,
+    module_call_needed,
+    no_autograd,
+    no_bucket,
+    record_guard,
+    require,
+)
+
+require(1)
 
 __all__ = ["BUCKETS", "NoBucketError", "ScaledMaskedSoftmax", "forward"]
 
-
-class NoBucketError(ValueError):
-    """The inputs match none of the exported buckets."""
-
-
+_OWNER = "ScaledMaskedSoftmax"
 #: Shapes this module serves, in dispatch order (the first bucket that matches is used).
 BUCKETS = (
     "1x8x1x1:bfloat16, 1x1x1x1:float32",
     "1x8x[S=2..512]x[S]:bfloat16, 1x1x[S]x[S]:float32",
 )
+#: the first input's shape -> its guard and program (recorded by _dispatch: thunder_aot.runtime.record_guard)
+_FAST: dict = {}
 
 
-def _steady_execute(fd: FusionDefinition):
-    """After the first execute: straight to the executor cache that it created (skipping
-    execute's Python checks: ~1 µs per call on the GPU machine)."""
-    return fd.fec.execute
-
-
-_FIRST_EXECUTE_LOCK = threading.Lock()
-
-
-class _Fusion:
-    """A recorded FusionDefinition and the call that runs it, ``execute(inputs) -> outputs``: at
-    the first call ``fd.execute`` (which compiles; first calls run one at a time, so two threads
-    never compile the same definition at once), then ``_steady_execute(fd)``."""
-
-    __slots__ = ("fd", "execute", "ready")
-
-    def __init__(self, fd: FusionDefinition) -> None:
-        self.fd = fd
-        self.ready = False
-        self.execute = self._first_execute
-
-    def _first_execute(self, inputs: list) -> list[torch.Tensor]:
-        with _FIRST_EXECUTE_LOCK:
-            if not self.ready:
-                outputs = self.fd.execute(inputs)
-                self.execute = _steady_execute(self.fd)
-                self.ready = True
-                return outputs
-        return self.execute(inputs)
-
-
-_DEFINE_LOCK = threading.Lock()
-
-
-def _fusion(define, *sizes: int) -> _Fusion:
-    """Record one FusionDefinition (cheap; nvFuser compiles its kernels at the first execute)."""
-    with FusionDefinition() as fd:
-        define(fd, *sizes)
-    return _Fusion(fd)
-
-
-def _specialize(cache: dict, key, define, *sizes: int) -> _Fusion:
-    """The FusionDefinition for these dynamic sizes, recorded once (thread-safe) at their first call;
-    later calls find it with ``cache.get(key)``."""
-    with _DEFINE_LOCK:
-        fusion = cache.get(key)
-        if fusion is None:
-            fusion = cache[key] = _fusion(define, *sizes)
-    return fusion
-
-
-def _contiguity(shape: list[int]) -> list[bool | None]:
-    """nvFuser's contiguity of a contiguous tensor: None for size-1 (broadcast) dims."""
-    return [None if size == 1 else True for size in shape]
-
-
-def define_bucket0_fusion0(fd: FusionDefinition) -> None:
+def define_program0_fusion0(fd: FusionDefinition) -> None:
     scores = fd.define_tensor(
         shape=[1, 8, 1, 1],
         contiguity=[None, True, None, None],
@@ -126,20 +80,20 @@ def define_bucket0_fusion0(fd: FusionDefinition) -> None:
     fd.add_output(t18)
 
 
-bucket0_fusion0 = _fusion(define_bucket0_fusion0)
+program0_fusion0 = Fusion(FusionDefinition, define_program0_fusion0)
 
 
-def define_bucket1_fusion0(fd: FusionDefinition, S: int) -> None:
+def define_program1_fusion0(fd: FusionDefinition, S: int) -> None:
     scores = fd.define_tensor(
         shape=[1, 8, S, S],
-        contiguity=_contiguity([1, 8, S, S]),
+        contiguity=contiguity([1, 8, S, S]),
         dtype=DataType.BFloat16,
         is_cpu=False,
         stride_order=[3, 2, 1, 0],
     )
     mask_ = fd.define_tensor(
         shape=[1, 1, S, S],
-        contiguity=_contiguity([1, 1, S, S]),
+        contiguity=contiguity([1, 1, S, S]),
         dtype=DataType.Float,
         is_cpu=False,
         stride_order=[3, 2, 1, 0],
@@ -169,87 +123,23 @@ def define_bucket1_fusion0(fd: FusionDefinition, S: int) -> None:
     fd.add_output(t20)
 
 
-#: S -> its FusionDefinition (a _Fusion), recorded at that size's first call
-bucket1_fusion0: dict = {}
+program1_fusion0 = SizedFusions(FusionDefinition, define_program1_fusion0)
 
 
-def _no_bucket(scores, mask_):
-    got = ", ".join(
-        f"{name} {'x'.join(map(str, t.shape)) if isinstance(t, torch.Tensor) else type(t).__name__}"
-        f"{':' + str(t.dtype).removeprefix('torch.') if isinstance(t, torch.Tensor) else ''}"
-        for name, t in (
-            ("scores", scores),
-            ("mask_", mask_),
-        )
-    )
-    return NoBucketError(
-        f"ScaledMaskedSoftmax (thunder-aot): no bucket for {got}; expected one of: {'; '.join(BUCKETS)}"
-    )
-
-
-def _no_autograd():
-    return RuntimeError(
-        "ScaledMaskedSoftmax (thunder-aot, nvfuser) computes no gradients, and a tensor it got "
-        "requires grad: call it under torch.no_grad() or torch.inference_mode(), or requires_grad_(False) the module"
-    )
-
-
-def _bad_input(name, t, expected):
-    got = (
-        f"{t.device} tensor, contiguous={t.is_contiguous()}"
-        if isinstance(t, torch.Tensor)
-        else type(t).__name__
-    )
-    return ValueError(f"ScaledMaskedSoftmax (thunder-aot): {name} must be {expected}; got a {got}")
-
-
-def _check(scores, mask_):
-    """What the kernels assume of the inputs and the module's tensors; each failure raises a one-line error."""
+def _dispatch(scores, mask_) -> int:
+    """The checked path: every check of the arguments, then the program of the first bucket the
+    inputs' shapes and dtypes match; records a guard of these tensors for their shape."""
     if not (isinstance(scores, torch.Tensor) and scores.is_cuda and scores.is_contiguous()):
-        raise _bad_input("scores", scores, "a contiguous CUDA tensor")
+        raise bad_input(_OWNER, "scores", scores, "a contiguous CUDA tensor")
     if not (
         isinstance(mask_, torch.Tensor)
         and mask_.is_cuda
         and mask_.is_contiguous()
         and mask_.get_device() == scores.get_device()
     ):
-        raise _bad_input("mask_", mask_, "a contiguous CUDA tensor on scores's device")
+        raise bad_input(_OWNER, "mask_", mask_, "a contiguous CUDA tensor on scores's device")
     if torch.is_grad_enabled() and (scores.requires_grad or mask_.requires_grad):
-        raise _no_autograd()
-
-
-#: torch's C++ tensor test, the one torch.compile guards its graphs' inputs with (None on a torch
-#: without it: every call then takes the checked path)
-try:
-    from torch._C._dynamo.guards import TensorGuards as _TensorGuards
-except ImportError:
-    _TensorGuards = None
-_is_grad_enabled = torch.is_grad_enabled
-_dynamo_compiling = torch.compiler.is_dynamo_compiling
-_tracing = torch.compiler.is_compiling
-#: the first input's shape -> (guard, bucket, whether no tensor requires grad):
-#: recorded by _dispatch at the first call of each shape that passed the checks (the last such call
-#: wins), for at most _FAST_LIMIT shapes. An entry whose tensors require grad serves only calls with
-#: gradients off.
-_FAST: dict = {}
-_FAST_LIMIT = 4096
-
-
-def _guard(*tensors):
-    """A test that tensors have these tensors' Python type, dispatch keys (device type, autograd,
-    inference), dtype, device index, requires_grad, sizes and strides (a size-1 dim's stride is
-    free): whatever passes it passes the checks these tensors passed."""
-    return _TensorGuards(
-        *tensors,
-        dynamic_dims_sizes=[list(t.shape) for t in tensors],
-        dynamic_dims_strides=[[None if n == 1 else s for n, s in zip(t.shape, t.stride())] for t in tensors],
-    ).check
-
-
-def _dispatch(scores, mask_) -> int:
-    """forward's checked path: the checks, then the first bucket whose shapes and dtypes match;
-    records a guard of these tensors for their shape in _FAST."""
-    _check(scores, mask_)
+        raise no_autograd(_OWNER, "nvfuser")
     shape_0 = scores.shape
     dtype_0 = scores.dtype
     shape_1 = mask_.shape
@@ -259,8 +149,8 @@ def _dispatch(scores, mask_) -> int:
         and shape_0 == (1, 8, 1, 1)
         and dtype_1 is torch.float32
         and shape_1 == (1, 1, 1, 1)
-    ):
-        bucket = 0
+    ):  # 1x8x1x1:bfloat16, 1x1x1x1:float32
+        program = 0
     elif (
         dtype_0 is torch.bfloat16
         and len(shape_0) == 4
@@ -274,23 +164,24 @@ def _dispatch(scores, mask_) -> int:
         and shape_1[1] == 1
         and shape_1[2] == shape_0[2]
         and shape_1[3] == shape_0[2]
-    ):
-        bucket = 1
+    ):  # 1x8x[S=2..512]x[S]:bfloat16, 1x1x[S]x[S]:float32
+        program = 1
     else:
-        raise _no_bucket(scores, mask_)
-    if _TensorGuards is not None and not _tracing() and (shape_0 in _FAST or len(_FAST) < _FAST_LIMIT):
-        grad_free = not (scores.requires_grad or mask_.requires_grad)
-        _FAST[shape_0] = (_guard(scores, mask_), bucket, grad_free)
-    return bucket
+        raise no_bucket(
+            _OWNER,
+            ("scores", "mask_"),
+            (
+                scores,
+                mask_,
+            ),
+            BUCKETS,
+        )
+    record_guard(_FAST, shape_0, program, (scores, mask_))
+    return program
 
 
 def forward(scores, mask_):
-    """ScaledMaskedSoftmax.forward as a pure function of its inputs, parameters and buffers.
-
-    Fast path: the guard recorded for the first input's shape passes (a C++ test of every tensor
-    argument: type, device, dtype, sizes, strides, requires_grad; and gradients off where some
-    tensor requires grad); it stands for the checks and the bucket tests, which ``_dispatch`` runs
-    otherwise."""
+    """ScaledMaskedSoftmax.forward as a pure function of its inputs, parameters and buffers."""
     try:
         shape_0 = scores.shape
         fast = _FAST.get(shape_0)
@@ -298,114 +189,54 @@ def forward(scores, mask_):
         shape_0 = fast = None
     if (
         fast is not None
-        and (fast[2] or not _is_grad_enabled())
-        and not _dynamo_compiling()
+        and (fast[2] or not is_grad_enabled())
+        and not dynamo_compiling()
         and fast[0](scores, mask_)
     ):
-        bucket = fast[1]
+        program = fast[1]
     else:
-        bucket = _dispatch(scores, mask_)
-    if bucket == 0:
-        # bucket 0: 1x8x1x1:bfloat16, 1x1x1x1:float32
-        # aotFusion0: convert_element_type, mul, broadcast_in_dim, add, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, div, shallow_copy, convert_element_type
-        (t18,) = bucket0_fusion0.execute([scores, mask_])
+        program = _dispatch(scores, mask_)
+    if program == 0:
+        # serves 1x8x1x1:bfloat16, 1x1x1x1:float32
+        # program0_fusion0: convert_element_type, mul, broadcast_in_dim, add, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, div, shallow_copy, convert_element_type
+        (t18,) = program0_fusion0.execute([scores, mask_])
         return t18
-    if bucket == 1:
-        # bucket 1: 1x8x[S=2..512]x[S]:bfloat16, 1x1x[S]x[S]:float32
+    if program == 1:
+        # serves 1x8x[S=2..512]x[S]:bfloat16, 1x1x[S]x[S]:float32
         S = shape_0[2]
-        # aotFusion0: convert_element_type, mul, broadcast_in_dim, add, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, broadcast_in_dim, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, broadcast_in_dim, div, shallow_copy, convert_element_type
-        (t20,) = (
-            bucket1_fusion0.get(S) or _specialize(bucket1_fusion0, S, define_bucket1_fusion0, S)
-        ).execute([scores, mask_])
+        # program1_fusion0: convert_element_type, mul, broadcast_in_dim, add, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, broadcast_in_dim, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, broadcast_in_dim, div, shallow_copy, convert_element_type
+        (t20,) = (program1_fusion0.by_size.get(S) or program1_fusion0.record(S)).execute([scores, mask_])
         return t20
 
 
-#: torch's registries of hooks that apply to every module (register_module_forward_hook & co.)
-_GLOBAL_FORWARD_PRE_HOOKS = torch.nn.modules.module._global_forward_pre_hooks
-_GLOBAL_FORWARD_HOOKS = torch.nn.modules.module._global_forward_hooks
-_GLOBAL_BACKWARD_PRE_HOOKS = torch.nn.modules.module._global_backward_pre_hooks
-_GLOBAL_BACKWARD_HOOKS = torch.nn.modules.module._global_backward_hooks
-
-
-class ScaledMaskedSoftmax(torch.nn.Module):
+class ScaledMaskedSoftmax(GeneratedModule):
     """Drop-in replacement for the source module; parameters and buffers keep their names.
 
     ``ScaledMaskedSoftmax()`` allocates uninitialised tensors (fill them with ``load_state_dict``);
     ``ScaledMaskedSoftmax.from_module(source)`` shares the source module's tensors instead.
     """
 
-    def __init__(self, *, device: torch.device | str | None = None) -> None:
-        super().__init__()
-
-    #: settings of the source module that the export baked in; from_module checks them
+    STATE = ()
     EXPORTED_SETTINGS = {
         "scale": 0.125,
     }
-
-    @classmethod
-    def from_module(cls, source: torch.nn.Module) -> "ScaledMaskedSoftmax":
-        """A module computing ``source``'s forward that shares (does not copy) its tensors.
-
-        Raises ValueError when ``source`` has other settings (eps, scales) than the exported one."""
-        for path, exported in cls.EXPORTED_SETTINGS.items():
-            owner = source
-            for part in path.split("."):
-                owner = getattr(owner, part)
-            if owner != exported:
-                raise ValueError(
-                    f"ScaledMaskedSoftmax (thunder-aot) was exported for {path}={exported!r}; the source has {owner!r}"
-                )
-        module = cls(device="meta")
-        return module
-
-    #: per bucket: its dynamic dims with their ranges, and its inputs' shapes and dtypes in them
     WARMUP = (
         ({}, lambda: [((1, 8, 1, 1), torch.bfloat16), ((1, 1, 1, 1), torch.float32)]),
         ({"S": (2, 512)}, lambda S: [((1, 8, S, S), torch.bfloat16), ((1, 1, S, S), torch.float32)]),
     )
-
-    def warmup(self, device: torch.device | str | None = None, **sizes: list[int]) -> int:
-        """Call every bucket once per size (default: each dynamic dim at its edges; pass e.g.
-        ``s0=[1, 15, 128]`` to choose), so that kernels are recorded and compiled before serving.
-        Returns the number of calls made."""
-        device = device if device is not None else next(iter(self.state_dict().values())).device
-        calls = 0
-        for ranges, make_inputs in self.WARMUP:
-            choices = [sizes.get(name, bounds) for name, bounds in ranges.items()]
-            for values in itertools.product(*choices):
-                if not all(lo <= v <= hi for v, (lo, hi) in zip(values, ranges.values())):
-                    continue
-                args = [torch.randn(shape, device=device).to(dtype) for shape, dtype in make_inputs(*values)]
-                with torch.no_grad():
-                    self(*args)
-                calls += 1
-        return calls
+    FALLBACK = False
 
     def __call__(self, scores, mask_):
-        # nn.Module.__call__'s generic path costs 1-3 µs a call: take it only when it has work to do
-        # (hooks, module.compile(), a forward replaced on the instance); read through __dict__,
-        # since nn.Module's __getattr__ makes every self.<name> a slow lookup
         state = self.__dict__
-        if (
-            state["_forward_pre_hooks"]
-            or state["_forward_hooks"]
-            or state["_backward_pre_hooks"]
-            or state["_backward_hooks"]
-            or state.get("_compiled_call_impl") is not None
-            or "forward" in state
-            or _GLOBAL_FORWARD_PRE_HOOKS
-            or _GLOBAL_FORWARD_HOOKS
-            or _GLOBAL_BACKWARD_PRE_HOOKS
-            or _GLOBAL_BACKWARD_HOOKS
-        ):
+        if module_call_needed(state):
             return torch.nn.Module.__call__(self, scores, mask_)
-        return forward(scores, mask_)
-
-    def __init_subclass__(cls, **kwargs) -> None:
-        # a subclass with its own forward is called through nn.Module.__call__, which calls that forward
-        super().__init_subclass__(**kwargs)
-        if "forward" in cls.__dict__ and "__call__" not in cls.__dict__:
-            cls.__call__ = torch.nn.Module.__call__
+        try:
+            return forward(scores, mask_)
+        except NoBucketError as error:
+            return self._outside_buckets(error, scores, mask_)
 
     def forward(self, scores, mask_):
-        return forward(scores, mask_)
+        try:
+            return forward(scores, mask_)
+        except NoBucketError as error:
+            return self._outside_buckets(error, scores, mask_)

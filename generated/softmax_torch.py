@@ -2,26 +2,31 @@
 # Regenerate: thunder-aot export thunder_aot.examples.blocks:scaled_masked_softmax --shapes '1x8x[S=1..512]x[S]:bfloat16, 1x1x[S]x[S]:float32' --backend torch --out generated/softmax_torch.py
 # Source: thunder_aot.examples.blocks:scaled_masked_softmax (ScaledMaskedSoftmax)
 # Backend: torch
-# Buckets (dispatch order, most specific first):
-#   0: 1x8x1x1:bfloat16, 1x1x1x1:float32
-#   1: 1x8x[S=2..512]x[S]:bfloat16, 1x1x[S]x[S]:float32
+# Buckets (dispatch order, most specific first) -> program:
+#   1x8x1x1:bfloat16, 1x1x1x1:float32 -> 0
+#   1x8x[S=2..512]x[S]:bfloat16, 1x1x[S]x[S]:float32 -> 1
 # Versions: thunder-aot 0.1.0, lightning-thunder 0.2.6, torch 2.11.0
 """ScaledMaskedSoftmax from thunder_aot.examples.blocks:scaled_masked_softmax, exported by thunder-aot (torch backend).
 
-Import-time cost: none beyond torch; Thunder is not imported."""
+Imports torch and thunder_aot.runtime; Thunder is not imported."""
 
 from __future__ import annotations
 
-import itertools
 import torch
+from thunder_aot.runtime import (
+    GeneratedModule,
+    NoBucketError,
+    bad_input,
+    module_call_needed,
+    no_bucket,
+    require,
+)
+
+require(1)
 
 __all__ = ["BUCKETS", "NoBucketError", "ScaledMaskedSoftmax", "forward"]
 
-
-class NoBucketError(ValueError):
-    """The inputs match none of the exported buckets."""
-
-
+_OWNER = "ScaledMaskedSoftmax"
 #: Shapes this module serves, in dispatch order (the first bucket that matches is used).
 BUCKETS = (
     "1x8x1x1:bfloat16, 1x1x1x1:float32",
@@ -29,35 +34,12 @@ BUCKETS = (
 )
 
 
-def _no_bucket(scores, mask_):
-    got = ", ".join(
-        f"{name} {'x'.join(map(str, t.shape)) if isinstance(t, torch.Tensor) else type(t).__name__}"
-        f"{':' + str(t.dtype).removeprefix('torch.') if isinstance(t, torch.Tensor) else ''}"
-        for name, t in (
-            ("scores", scores),
-            ("mask_", mask_),
-        )
-    )
-    return NoBucketError(
-        f"ScaledMaskedSoftmax (thunder-aot): no bucket for {got}; expected one of: {'; '.join(BUCKETS)}"
-    )
-
-
-def _bad_input(name, t, expected):
-    got = (
-        f"{t.device} tensor, contiguous={t.is_contiguous()}"
-        if isinstance(t, torch.Tensor)
-        else type(t).__name__
-    )
-    return ValueError(f"ScaledMaskedSoftmax (thunder-aot): {name} must be {expected}; got a {got}")
-
-
-def forward(scores, mask_):
-    """ScaledMaskedSoftmax.forward as a pure function of its inputs, parameters and buffers."""
-    if not (isinstance(scores, torch.Tensor)):
-        raise _bad_input("scores", scores, "a tensor")
-    if not (isinstance(mask_, torch.Tensor)):
-        raise _bad_input("mask_", mask_, "a tensor")
+def _dispatch(scores, mask_) -> int:
+    """The program of the first bucket the inputs' shapes and dtypes match."""
+    if not isinstance(scores, torch.Tensor):
+        raise bad_input(_OWNER, "scores", scores, "a tensor")
+    if not isinstance(mask_, torch.Tensor):
+        raise bad_input(_OWNER, "mask_", mask_, "a tensor")
     shape_0 = scores.shape
     dtype_0 = scores.dtype
     shape_1 = mask_.shape
@@ -67,9 +49,42 @@ def forward(scores, mask_):
         and shape_0 == (1, 8, 1, 1)
         and dtype_1 is torch.float32
         and shape_1 == (1, 1, 1, 1)
-    ):
-        # bucket 0: 1x8x1x1:bfloat16, 1x1x1x1:float32
-        # aotFusion0: convert_element_type, mul, broadcast_in_dim, add, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, div, shallow_copy, convert_element_type
+    ):  # 1x8x1x1:bfloat16, 1x1x1x1:float32
+        program = 0
+    elif (
+        dtype_0 is torch.bfloat16
+        and len(shape_0) == 4
+        and shape_0[0] == 1
+        and shape_0[1] == 8
+        and 2 <= shape_0[2] <= 512
+        and shape_0[3] == shape_0[2]
+        and dtype_1 is torch.float32
+        and len(shape_1) == 4
+        and shape_1[0] == 1
+        and shape_1[1] == 1
+        and shape_1[2] == shape_0[2]
+        and shape_1[3] == shape_0[2]
+    ):  # 1x8x[S=2..512]x[S]:bfloat16, 1x1x[S]x[S]:float32
+        program = 1
+    else:
+        raise no_bucket(
+            _OWNER,
+            ("scores", "mask_"),
+            (
+                scores,
+                mask_,
+            ),
+            BUCKETS,
+        )
+    return program
+
+
+def forward(scores, mask_):
+    """ScaledMaskedSoftmax.forward as a pure function of its inputs, parameters and buffers."""
+    program = _dispatch(scores, mask_)
+    if program == 0:
+        # serves 1x8x1x1:bfloat16, 1x1x1x1:float32
+        # program0_fusion0: convert_element_type, mul, broadcast_in_dim, add, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, div, shallow_copy, convert_element_type
         # thunder_aot/examples/blocks.py:61: probs = torch.softmax(scores.float() * self.scale + mask, dim=-1)
         t0 = scores.to(torch.float32)
         t2 = t0 * 0.125
@@ -91,23 +106,10 @@ def forward(scores, mask_):
         # thunder_aot/examples/blocks.py:62: return probs.to(scores.dtype)
         t18 = probs.to(torch.bfloat16)
         return t18
-    if (
-        dtype_0 is torch.bfloat16
-        and len(shape_0) == 4
-        and shape_0[0] == 1
-        and shape_0[1] == 8
-        and 2 <= shape_0[2] <= 512
-        and shape_0[3] == shape_0[2]
-        and dtype_1 is torch.float32
-        and len(shape_1) == 4
-        and shape_1[0] == 1
-        and shape_1[1] == 1
-        and shape_1[2] == shape_0[2]
-        and shape_1[3] == shape_0[2]
-    ):
-        # bucket 1: 1x8x[S=2..512]x[S]:bfloat16, 1x1x[S]x[S]:float32
-        S = shape_0[2]
-        # aotFusion0: convert_element_type, mul, broadcast_in_dim, add, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, broadcast_in_dim, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, broadcast_in_dim, div, shallow_copy, convert_element_type
+    if program == 1:
+        # serves 1x8x[S=2..512]x[S]:bfloat16, 1x1x[S]x[S]:float32
+        S = scores.shape[2]
+        # program1_fusion0: convert_element_type, mul, broadcast_in_dim, add, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, broadcast_in_dim, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, broadcast_in_dim, div, shallow_copy, convert_element_type
         # thunder_aot/examples/blocks.py:61: probs = torch.softmax(scores.float() * self.scale + mask, dim=-1)
         t0 = scores.to(torch.float32)
         t2 = t0 * 0.125
@@ -131,95 +133,36 @@ def forward(scores, mask_):
         # thunder_aot/examples/blocks.py:62: return probs.to(scores.dtype)
         t20 = probs.to(torch.bfloat16)
         return t20
-    raise _no_bucket(scores, mask_)
 
 
-#: torch's registries of hooks that apply to every module (register_module_forward_hook & co.)
-_GLOBAL_FORWARD_PRE_HOOKS = torch.nn.modules.module._global_forward_pre_hooks
-_GLOBAL_FORWARD_HOOKS = torch.nn.modules.module._global_forward_hooks
-_GLOBAL_BACKWARD_PRE_HOOKS = torch.nn.modules.module._global_backward_pre_hooks
-_GLOBAL_BACKWARD_HOOKS = torch.nn.modules.module._global_backward_hooks
-
-
-class ScaledMaskedSoftmax(torch.nn.Module):
+class ScaledMaskedSoftmax(GeneratedModule):
     """Drop-in replacement for the source module; parameters and buffers keep their names.
 
     ``ScaledMaskedSoftmax()`` allocates uninitialised tensors (fill them with ``load_state_dict``);
     ``ScaledMaskedSoftmax.from_module(source)`` shares the source module's tensors instead.
     """
 
-    def __init__(self, *, device: torch.device | str | None = None) -> None:
-        super().__init__()
-
-    #: settings of the source module that the export baked in; from_module checks them
+    STATE = ()
     EXPORTED_SETTINGS = {
         "scale": 0.125,
     }
-
-    @classmethod
-    def from_module(cls, source: torch.nn.Module) -> "ScaledMaskedSoftmax":
-        """A module computing ``source``'s forward that shares (does not copy) its tensors.
-
-        Raises ValueError when ``source`` has other settings (eps, scales) than the exported one."""
-        for path, exported in cls.EXPORTED_SETTINGS.items():
-            owner = source
-            for part in path.split("."):
-                owner = getattr(owner, part)
-            if owner != exported:
-                raise ValueError(
-                    f"ScaledMaskedSoftmax (thunder-aot) was exported for {path}={exported!r}; the source has {owner!r}"
-                )
-        module = cls(device="meta")
-        return module
-
-    #: per bucket: its dynamic dims with their ranges, and its inputs' shapes and dtypes in them
     WARMUP = (
         ({}, lambda: [((1, 8, 1, 1), torch.bfloat16), ((1, 1, 1, 1), torch.float32)]),
         ({"S": (2, 512)}, lambda S: [((1, 8, S, S), torch.bfloat16), ((1, 1, S, S), torch.float32)]),
     )
-
-    def warmup(self, device: torch.device | str | None = None, **sizes: list[int]) -> int:
-        """Call every bucket once per size (default: each dynamic dim at its edges; pass e.g.
-        ``s0=[1, 15, 128]`` to choose), so that kernels are recorded and compiled before serving.
-        Returns the number of calls made."""
-        device = device if device is not None else next(iter(self.state_dict().values())).device
-        calls = 0
-        for ranges, make_inputs in self.WARMUP:
-            choices = [sizes.get(name, bounds) for name, bounds in ranges.items()]
-            for values in itertools.product(*choices):
-                if not all(lo <= v <= hi for v, (lo, hi) in zip(values, ranges.values())):
-                    continue
-                args = [torch.randn(shape, device=device).to(dtype) for shape, dtype in make_inputs(*values)]
-                with torch.no_grad():
-                    self(*args)
-                calls += 1
-        return calls
+    FALLBACK = False
 
     def __call__(self, scores, mask_):
-        # nn.Module.__call__'s generic path costs 1-3 µs a call: take it only when it has work to do
-        # (hooks, module.compile(), a forward replaced on the instance); read through __dict__,
-        # since nn.Module's __getattr__ makes every self.<name> a slow lookup
         state = self.__dict__
-        if (
-            state["_forward_pre_hooks"]
-            or state["_forward_hooks"]
-            or state["_backward_pre_hooks"]
-            or state["_backward_hooks"]
-            or state.get("_compiled_call_impl") is not None
-            or "forward" in state
-            or _GLOBAL_FORWARD_PRE_HOOKS
-            or _GLOBAL_FORWARD_HOOKS
-            or _GLOBAL_BACKWARD_PRE_HOOKS
-            or _GLOBAL_BACKWARD_HOOKS
-        ):
+        if module_call_needed(state):
             return torch.nn.Module.__call__(self, scores, mask_)
-        return forward(scores, mask_)
-
-    def __init_subclass__(cls, **kwargs) -> None:
-        # a subclass with its own forward is called through nn.Module.__call__, which calls that forward
-        super().__init_subclass__(**kwargs)
-        if "forward" in cls.__dict__ and "__call__" not in cls.__dict__:
-            cls.__call__ = torch.nn.Module.__call__
+        try:
+            return forward(scores, mask_)
+        except NoBucketError as error:
+            return self._outside_buckets(error, scores, mask_)
 
     def forward(self, scores, mask_):
-        return forward(scores, mask_)
+        try:
+            return forward(scores, mask_)
+        except NoBucketError as error:
+            return self._outside_buckets(error, scores, mask_)

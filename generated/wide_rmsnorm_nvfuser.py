@@ -2,92 +2,47 @@
 # Regenerate: thunder-aot export thunder_aot.examples.blocks:wide_rmsnorm --shapes '1x[s0=1..128]x16384:bfloat16' --backend nvfuser --out generated/wide_rmsnorm_nvfuser.py
 # Source: thunder_aot.examples.blocks:wide_rmsnorm (GptOssRMSNorm)
 # Backend: nvfuser
-# Buckets (dispatch order, most specific first):
-#   0: 1x[s0=1..128]x16384:bfloat16
+# Buckets (dispatch order, most specific first) -> program:
+#   1x[s0=1..128]x16384:bfloat16 -> 0
 # Versions: thunder-aot 0.1.0, lightning-thunder 0.2.6, torch 2.11.0
 """GptOssRMSNorm from thunder_aot.examples.blocks:wide_rmsnorm, exported by thunder-aot (nvfuser backend).
 
-Import-time cost: none beyond torch and the backend library; Thunder is not imported."""
+Imports torch, the backend library and thunder_aot.runtime; Thunder is not imported."""
 
 from __future__ import annotations
 
-import itertools
-import threading
-
 import torch
 from nvfuser_direct import DataType, FusionDefinition
+from thunder_aot.runtime.nvfuser import Fusion, SizedFusions, contiguity
+from thunder_aot.runtime import (
+    GeneratedModule,
+    NoBucketError,
+    bad_input,
+    bad_state,
+    dynamo_compiling,
+    is_grad_enabled,
+    module_call_needed,
+    no_autograd,
+    no_bucket,
+    record_guard,
+    require,
+)
+
+require(1)
 
 __all__ = ["BUCKETS", "NoBucketError", "GptOssRMSNorm", "forward"]
 
-
-class NoBucketError(ValueError):
-    """The inputs match none of the exported buckets."""
-
-
+_OWNER = "GptOssRMSNorm"
 #: Shapes this module serves, in dispatch order (the first bucket that matches is used).
 BUCKETS = ("1x[s0=1..128]x16384:bfloat16",)
+#: the first input's shape -> its guard and program (recorded by _dispatch: thunder_aot.runtime.record_guard)
+_FAST: dict = {}
 
 
-def _steady_execute(fd: FusionDefinition):
-    """After the first execute: straight to the executor cache that it created (skipping
-    execute's Python checks: ~1 µs per call on the GPU machine)."""
-    return fd.fec.execute
-
-
-_FIRST_EXECUTE_LOCK = threading.Lock()
-
-
-class _Fusion:
-    """A recorded FusionDefinition and the call that runs it, ``execute(inputs) -> outputs``: at
-    the first call ``fd.execute`` (which compiles; first calls run one at a time, so two threads
-    never compile the same definition at once), then ``_steady_execute(fd)``."""
-
-    __slots__ = ("fd", "execute", "ready")
-
-    def __init__(self, fd: FusionDefinition) -> None:
-        self.fd = fd
-        self.ready = False
-        self.execute = self._first_execute
-
-    def _first_execute(self, inputs: list) -> list[torch.Tensor]:
-        with _FIRST_EXECUTE_LOCK:
-            if not self.ready:
-                outputs = self.fd.execute(inputs)
-                self.execute = _steady_execute(self.fd)
-                self.ready = True
-                return outputs
-        return self.execute(inputs)
-
-
-_DEFINE_LOCK = threading.Lock()
-
-
-def _fusion(define, *sizes: int) -> _Fusion:
-    """Record one FusionDefinition (cheap; nvFuser compiles its kernels at the first execute)."""
-    with FusionDefinition() as fd:
-        define(fd, *sizes)
-    return _Fusion(fd)
-
-
-def _specialize(cache: dict, key, define, *sizes: int) -> _Fusion:
-    """The FusionDefinition for these dynamic sizes, recorded once (thread-safe) at their first call;
-    later calls find it with ``cache.get(key)``."""
-    with _DEFINE_LOCK:
-        fusion = cache.get(key)
-        if fusion is None:
-            fusion = cache[key] = _fusion(define, *sizes)
-    return fusion
-
-
-def _contiguity(shape: list[int]) -> list[bool | None]:
-    """nvFuser's contiguity of a contiguous tensor: None for size-1 (broadcast) dims."""
-    return [None if size == 1 else True for size in shape]
-
-
-def define_bucket0_fusion0(fd: FusionDefinition, s0: int) -> None:
+def define_fusion0(fd: FusionDefinition, s0: int) -> None:
     hidden_states = fd.define_tensor(
         shape=[1, s0, 16384],
-        contiguity=_contiguity([1, s0, 16384]),
+        contiguity=contiguity([1, s0, 16384]),
         dtype=DataType.BFloat16,
         is_cpu=False,
         stride_order=[2, 1, 0],
@@ -116,99 +71,31 @@ def define_bucket0_fusion0(fd: FusionDefinition, s0: int) -> None:
     fd.add_output(t16)
 
 
-#: s0 -> its FusionDefinition (a _Fusion), recorded at that size's first call
-bucket0_fusion0: dict = {}
+fusion0 = SizedFusions(FusionDefinition, define_fusion0)
 
 
-def _no_bucket(hidden_states):
-    got = ", ".join(
-        f"{name} {'x'.join(map(str, t.shape)) if isinstance(t, torch.Tensor) else type(t).__name__}"
-        f"{':' + str(t.dtype).removeprefix('torch.') if isinstance(t, torch.Tensor) else ''}"
-        for name, t in (("hidden_states", hidden_states),)
-    )
-    return NoBucketError(
-        f"GptOssRMSNorm (thunder-aot): no bucket for {got}; expected one of: {'; '.join(BUCKETS)}"
-    )
-
-
-def _no_autograd():
-    return RuntimeError(
-        "GptOssRMSNorm (thunder-aot, nvfuser) computes no gradients, and a tensor it got "
-        "requires grad: call it under torch.no_grad() or torch.inference_mode(), or requires_grad_(False) the module"
-    )
-
-
-def _bad_input(name, t, expected):
-    got = (
-        f"{t.device} tensor, contiguous={t.is_contiguous()}"
-        if isinstance(t, torch.Tensor)
-        else type(t).__name__
-    )
-    return ValueError(f"GptOssRMSNorm (thunder-aot): {name} must be {expected}; got a {got}")
-
-
-def _bad_state(path, t, expected, device):
-    got = f"{str(t.dtype).removeprefix('torch.')} tensor of shape {'x'.join(map(str, t.shape)) or 'scalar'} on {t.device}, contiguous={t.is_contiguous()}"
-    return ValueError(
-        f"GptOssRMSNorm (thunder-aot): {path} must be {expected} ({device}); got a {got}"
-        " (was the module converted after export? re-export for other dtypes)"
-    )
-
-
-def _check(hidden_states, t_weight):
-    """What the kernels assume of the inputs and the module's tensors; each failure raises a one-line error."""
+def _dispatch(hidden_states, t_weight) -> int:
+    """The checked path: every check of the arguments, then the program of the first bucket the
+    inputs' shapes and dtypes match; records a guard of these tensors for their shape."""
     if not (
         isinstance(hidden_states, torch.Tensor) and hidden_states.is_cuda and hidden_states.is_contiguous()
     ):
-        raise _bad_input("hidden_states", hidden_states, "a contiguous CUDA tensor")
+        raise bad_input(_OWNER, "hidden_states", hidden_states, "a contiguous CUDA tensor")
     if not (
         t_weight.dtype is torch.float32
         and t_weight.get_device() == hidden_states.get_device()
         and t_weight.shape == (16384,)
         and t_weight.is_contiguous()
     ):
-        raise _bad_state(
+        raise bad_state(
+            _OWNER,
             "weight",
             t_weight,
             "a contiguous float32 tensor of shape 16384 on hidden_states's device",
             hidden_states.device,
         )
     if torch.is_grad_enabled() and (hidden_states.requires_grad or t_weight.requires_grad):
-        raise _no_autograd()
-
-
-#: torch's C++ tensor test, the one torch.compile guards its graphs' inputs with (None on a torch
-#: without it: every call then takes the checked path)
-try:
-    from torch._C._dynamo.guards import TensorGuards as _TensorGuards
-except ImportError:
-    _TensorGuards = None
-_is_grad_enabled = torch.is_grad_enabled
-_dynamo_compiling = torch.compiler.is_dynamo_compiling
-_tracing = torch.compiler.is_compiling
-#: the first input's shape -> (guard, bucket, whether no tensor requires grad):
-#: recorded by _dispatch at the first call of each shape that passed the checks (the last such call
-#: wins), for at most _FAST_LIMIT shapes. An entry whose tensors require grad serves only calls with
-#: gradients off.
-_FAST: dict = {}
-_FAST_LIMIT = 4096
-
-
-def _guard(*tensors):
-    """A test that tensors have these tensors' Python type, dispatch keys (device type, autograd,
-    inference), dtype, device index, requires_grad, sizes and strides (a size-1 dim's stride is
-    free): whatever passes it passes the checks these tensors passed."""
-    return _TensorGuards(
-        *tensors,
-        dynamic_dims_sizes=[list(t.shape) for t in tensors],
-        dynamic_dims_strides=[[None if n == 1 else s for n, s in zip(t.shape, t.stride())] for t in tensors],
-    ).check
-
-
-def _dispatch(hidden_states, t_weight) -> int:
-    """forward's checked path: the checks, then the first bucket whose shapes and dtypes match;
-    records a guard of these tensors for their shape in _FAST."""
-    _check(hidden_states, t_weight)
+        raise no_autograd(_OWNER, "nvfuser")
     shape_0 = hidden_states.shape
     dtype_0 = hidden_states.dtype
     if (
@@ -217,23 +104,16 @@ def _dispatch(hidden_states, t_weight) -> int:
         and shape_0[0] == 1
         and 1 <= shape_0[1] <= 128
         and shape_0[2] == 16384
-    ):
-        bucket = 0
+    ):  # 1x[s0=1..128]x16384:bfloat16
+        program = 0
     else:
-        raise _no_bucket(hidden_states)
-    if _TensorGuards is not None and not _tracing() and (shape_0 in _FAST or len(_FAST) < _FAST_LIMIT):
-        grad_free = not (hidden_states.requires_grad or t_weight.requires_grad)
-        _FAST[shape_0] = (_guard(hidden_states, t_weight), bucket, grad_free)
-    return bucket
+        raise no_bucket(_OWNER, ("hidden_states",), (hidden_states,), BUCKETS)
+    record_guard(_FAST, shape_0, program, (hidden_states, t_weight))
+    return program
 
 
 def forward(hidden_states, t_weight):
-    """GptOssRMSNorm.forward as a pure function of its inputs, parameters and buffers.
-
-    Fast path: the guard recorded for the first input's shape passes (a C++ test of every tensor
-    argument: type, device, dtype, sizes, strides, requires_grad; and gradients off where some
-    tensor requires grad); it stands for the checks and the bucket tests, which ``_dispatch`` runs
-    otherwise."""
+    """GptOssRMSNorm.forward as a pure function of its inputs, parameters and buffers."""
     try:
         shape_0 = hidden_states.shape
         fast = _FAST.get(shape_0)
@@ -241,110 +121,46 @@ def forward(hidden_states, t_weight):
         shape_0 = fast = None
     if (
         fast is not None
-        and (fast[2] or not _is_grad_enabled())
-        and not _dynamo_compiling()
+        and (fast[2] or not is_grad_enabled())
+        and not dynamo_compiling()
         and fast[0](hidden_states, t_weight)
     ):
-        bucket = fast[1]
+        program = fast[1]
     else:
-        bucket = _dispatch(hidden_states, t_weight)
-    if bucket == 0:
-        # bucket 0: 1x[s0=1..128]x16384:bfloat16
+        program = _dispatch(hidden_states, t_weight)
+    if program == 0:
+        # serves 1x[s0=1..128]x16384:bfloat16
         s0 = shape_0[1]
-        # aotFusion0: convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
-        (t16,) = (
-            bucket0_fusion0.get(s0) or _specialize(bucket0_fusion0, s0, define_bucket0_fusion0, s0)
-        ).execute([hidden_states, t_weight])
+        # fusion0: convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
+        (t16,) = (fusion0.by_size.get(s0) or fusion0.record(s0)).execute([hidden_states, t_weight])
         return t16
 
 
-#: torch's registries of hooks that apply to every module (register_module_forward_hook & co.)
-_GLOBAL_FORWARD_PRE_HOOKS = torch.nn.modules.module._global_forward_pre_hooks
-_GLOBAL_FORWARD_HOOKS = torch.nn.modules.module._global_forward_hooks
-_GLOBAL_BACKWARD_PRE_HOOKS = torch.nn.modules.module._global_backward_pre_hooks
-_GLOBAL_BACKWARD_HOOKS = torch.nn.modules.module._global_backward_hooks
-
-
-class GptOssRMSNorm(torch.nn.Module):
+class GptOssRMSNorm(GeneratedModule):
     """Drop-in replacement for the source module; parameters and buffers keep their names.
 
     ``GptOssRMSNorm()`` allocates uninitialised tensors (fill them with ``load_state_dict``);
     ``GptOssRMSNorm.from_module(source)`` shares the source module's tensors instead.
     """
 
-    def __init__(self, *, device: torch.device | str | None = None) -> None:
-        super().__init__()
-        self.register_parameter(
-            "weight", torch.nn.Parameter(torch.empty((16384,), dtype=torch.float32, device=device))
-        )
-
-    #: settings of the source module that the export baked in; from_module checks them
+    STATE = (("weight", "parameter", (16384,), torch.float32, True),)
     EXPORTED_SETTINGS = {
         "variance_epsilon": 1e-05,
     }
-
-    @classmethod
-    def from_module(cls, source: torch.nn.Module) -> "GptOssRMSNorm":
-        """A module computing ``source``'s forward that shares (does not copy) its tensors.
-
-        Raises ValueError when ``source`` has other settings (eps, scales) than the exported one."""
-        for path, exported in cls.EXPORTED_SETTINGS.items():
-            owner = source
-            for part in path.split("."):
-                owner = getattr(owner, part)
-            if owner != exported:
-                raise ValueError(
-                    f"GptOssRMSNorm (thunder-aot) was exported for {path}={exported!r}; the source has {owner!r}"
-                )
-        module = cls(device="meta")
-        module.register_parameter("weight", source.get_parameter("weight"))
-        return module
-
-    #: per bucket: its dynamic dims with their ranges, and its inputs' shapes and dtypes in them
     WARMUP = (({"s0": (1, 128)}, lambda s0: [((1, s0, 16384), torch.bfloat16)]),)
-
-    def warmup(self, device: torch.device | str | None = None, **sizes: list[int]) -> int:
-        """Call every bucket once per size (default: each dynamic dim at its edges; pass e.g.
-        ``s0=[1, 15, 128]`` to choose), so that kernels are recorded and compiled before serving.
-        Returns the number of calls made."""
-        device = device if device is not None else next(iter(self.state_dict().values())).device
-        calls = 0
-        for ranges, make_inputs in self.WARMUP:
-            choices = [sizes.get(name, bounds) for name, bounds in ranges.items()]
-            for values in itertools.product(*choices):
-                if not all(lo <= v <= hi for v, (lo, hi) in zip(values, ranges.values())):
-                    continue
-                args = [torch.randn(shape, device=device).to(dtype) for shape, dtype in make_inputs(*values)]
-                with torch.no_grad():
-                    self(*args)
-                calls += 1
-        return calls
+    FALLBACK = False
 
     def __call__(self, hidden_states):
-        # nn.Module.__call__'s generic path costs 1-3 µs a call: take it only when it has work to do
-        # (hooks, module.compile(), a forward replaced on the instance); read through __dict__,
-        # since nn.Module's __getattr__ makes every self.<name> a slow lookup
         state = self.__dict__
-        if (
-            state["_forward_pre_hooks"]
-            or state["_forward_hooks"]
-            or state["_backward_pre_hooks"]
-            or state["_backward_hooks"]
-            or state.get("_compiled_call_impl") is not None
-            or "forward" in state
-            or _GLOBAL_FORWARD_PRE_HOOKS
-            or _GLOBAL_FORWARD_HOOKS
-            or _GLOBAL_BACKWARD_PRE_HOOKS
-            or _GLOBAL_BACKWARD_HOOKS
-        ):
+        if module_call_needed(state):
             return torch.nn.Module.__call__(self, hidden_states)
-        return forward(hidden_states, state["_parameters"]["weight"])
-
-    def __init_subclass__(cls, **kwargs) -> None:
-        # a subclass with its own forward is called through nn.Module.__call__, which calls that forward
-        super().__init_subclass__(**kwargs)
-        if "forward" in cls.__dict__ and "__call__" not in cls.__dict__:
-            cls.__call__ = torch.nn.Module.__call__
+        try:
+            return forward(hidden_states, state["_parameters"]["weight"])
+        except NoBucketError as error:
+            return self._outside_buckets(error, hidden_states)
 
     def forward(self, hidden_states):
-        return forward(hidden_states, self._parameters["weight"])
+        try:
+            return forward(hidden_states, self._parameters["weight"])
+        except NoBucketError as error:
+            return self._outside_buckets(error, hidden_states)

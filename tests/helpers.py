@@ -14,10 +14,10 @@ ROOT = Path(__file__).resolve().parent.parent
 @contextlib.contextmanager
 def poisoned_outputs(*generated):
     """torch.empty and torch.empty_like (and each ``generated`` Triton module's own allocation,
-    ``_empty_strided_cuda``) fill what they allocate with NaN (floats) or -7, so that an output
+    ``empty_strided_cuda``) fill what they allocate with NaN (floats) or -7, so that an output
     element a kernel never writes cannot pass a comparison."""
     real = {name: getattr(torch, name) for name in ("empty", "empty_like")}
-    own = [(g, g._empty_strided_cuda) for g in generated if getattr(g, "_empty_strided_cuda", None) is not None]
+    own = [(g, g.empty_strided_cuda) for g in generated if getattr(g, "empty_strided_cuda", None) is not None]
 
     def poisoning(allocate):
         def allocate_poisoned(*args, **kwargs):
@@ -29,14 +29,14 @@ def poisoned_outputs(*generated):
     for name, allocate in real.items():
         setattr(torch, name, poisoning(allocate))
     for g, allocate in own:
-        g._empty_strided_cuda = poisoning(allocate)
+        g.empty_strided_cuda = poisoning(allocate)
     try:
         yield
     finally:
         for name, allocate in real.items():
             setattr(torch, name, allocate)
         for g, allocate in own:
-            g._empty_strided_cuda = allocate
+            g.empty_strided_cuda = allocate
 
 
 def compare_at_every_bucket(module, aot, gen, shapes: str, device: str, label: str) -> tuple[int, list[list[torch.Tensor]]]:

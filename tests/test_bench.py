@@ -94,9 +94,9 @@ def test_print_table_prints_and_writes_the_table(tmp_path, capsys):
 
 
 def test_schedule_sweep_names_kernels_the_generated_modules_define():
-    """bench/triton_schedule.py launches a kernel of generated/ by name and row width: both must still be
+    """tools/triton_schedule.py launches a kernel of generated/ by name and row width: both must still be
     there (a regenerated module once dropped the kernel the sweep asked for, found only on the GPU)."""
-    sweep = load_module_from_text((ROOT / "bench" / "triton_schedule.py").read_text(), "triton_schedule")
+    sweep = load_module_from_text((ROOT / "tools" / "triton_schedule.py").read_text(), "triton_schedule")
     for stem, n, *_ in sweep.CASES:
         text = (ROOT / "generated" / f"{stem}_triton.py").read_text()
         assert f"def {sweep.KERNEL}(" in text, stem

@@ -74,7 +74,7 @@ def test_an_edge_that_traces_differently_is_split_off_into_its_own_bucket():
     assert result.returncode == 0, result.stderr
     assert "split into 1x8x1x1:bfloat16, 1x1x1x1:float32 and 1x8x[S=2..64]x[S]:bfloat16" in result.stderr
     header = result.stdout.split('"""')[0]
-    assert "#   0: 1x8x1x1:bfloat16, 1x1x1x1:float32" in header and "#   1: 1x8x[S=2..64]x[S]" in header
+    assert "#   1x8x1x1:bfloat16, 1x1x1x1:float32 -> 0" in header and "#   1x8x[S=2..64]x[S]:bfloat16, 1x1x[S]x[S]:float32 -> 1" in header
 
 
 def test_same_input_gives_the_same_bytes_under_different_hash_seeds():

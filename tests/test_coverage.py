@@ -19,7 +19,7 @@ IDS = [source.split(":")[1] for source, _ in FULLY_FUSED]
 @pytest.mark.parametrize("backend", ["nvfuser", "torch"])
 def test_every_op_is_fused(source, shapes, backend):
     program, _, _ = build_program(ExportRequest(source, (shapes,), backend=backend), progress=lambda m: None)
-    for bucket in program.buckets:
+    for bucket in program.programs:
         calls = [s.target for s in bucket.steps if isinstance(s, TorchCall)]
         assert not calls, f"not fused: {calls}"
         assert [s for s in bucket.steps if isinstance(s, Region)]
@@ -27,7 +27,7 @@ def test_every_op_is_fused(source, shapes, backend):
 
 @pytest.mark.parametrize("source,shapes", FULLY_FUSED, ids=IDS)
 def test_torch_backend_numerics(source, shapes):
-    from thunder_aot.resolve import resolve_module
+    from thunder_aot.export.resolve import resolve_module
 
     text = export(ExportRequest(source, (shapes,), backend="torch"), verify=False)
     module = resolve_module(source).eval()

@@ -10,7 +10,7 @@ import torch
 
 from tests.examples import EXPORTS
 from tests.helpers import compare_at_every_bucket
-from thunder_aot.resolve import resolve_module
+from thunder_aot.export.resolve import resolve_module
 from thunder_aot.shapes import parse_shapes
 from thunder_aot.verify import bucket_inputs, compare, load_module_from_text
 

@@ -1,7 +1,7 @@
 """The generated nvFuser module's run-time plumbing, on CPU, with a fake ``nvfuser_direct``.
 
 What this proves, for generated/rmsnorm_nvfuser.py: forward dispatches to the right recorded
-FusionDefinition and passes it [hidden_states, weight]; ``_Fusion`` compiles through ``fd.execute``
+FusionDefinition and passes it [hidden_states, weight]; ``Fusion`` compiles through ``fd.execute``
 once, then calls the executor cache ``fd.fec.execute``; a dynamic bucket records one definition per
 size, with that concrete shape, once even when threads race on a new size; and
 ``thunder_aot.bench.nvfuser_executions`` sees the executed definition and puts ``execute`` back.
@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import torch
 
+import thunder_aot.runtime
 from tests.helpers import ROOT
 from thunder_aot.bench import nvfuser_executions
 from thunder_aot.examples.gpt_oss import rmsnorm
@@ -119,8 +120,8 @@ def _check(out, src, x):
 @torch.no_grad()
 def test_exact_bucket_compiles_once_then_calls_the_executor_cache(env):
     gen, fake, aot, src = env
-    fusion = gen.bucket0_fusion0
-    assert not fusion.ready and fake.calls == {}
+    fusion = gen.fusion0.by_size[15]  # an exact bucket's size: recorded at import, compiled at its first call
+    assert not fusion.ready and fake.calls == {} and fusion.fd in fake.recorded
     x = _x(15)
     _check(aot(x), src, x)
     assert fake.calls == {"fd": 1} and fusion.ready and fusion.execute == fusion.fd.fec.execute
@@ -128,7 +129,7 @@ def test_exact_bucket_compiles_once_then_calls_the_executor_cache(env):
         x = _x(15)
         _check(aot(x), src, x)
     assert fake.calls == {"fd": 1, "fec": 2}
-    assert not (gen.bucket1_fusion0.ready or gen.bucket2_fusion0.ready or gen.bucket3_fusion0)
+    assert sorted(gen.fusion0.by_size) == [15, 568, 1369] and not (gen.fusion0.by_size[568].ready or gen.fusion0.by_size[1369].ready)
 
 
 @torch.no_grad()
@@ -137,13 +138,13 @@ def test_dynamic_bucket_records_one_definition_per_size_with_its_shape(env):
     for s in (16, 2048):
         x = _x(s)
         _check(aot(x), src, x)
-        fd = gen.bucket3_fusion0[s].fd
+        fd = gen.fusion0.by_size[s].fd
         assert fd is fake.recorded[-1] and fd.tensors[0]["shape"] == [1, s, 2880]
         before = len(fake.recorded)
         x = _x(s)
         _check(aot(x), src, x)
-        assert len(fake.recorded) == before and gen.bucket3_fusion0[s].fd is fd
-    assert list(gen.bucket3_fusion0) == [16, 2048]
+        assert len(fake.recorded) == before and gen.fusion0.by_size[s].fd is fd
+    assert list(gen.fusion0.by_size) == [15, 568, 1369, 16, 2048]
     assert fake.calls == {"fd": 2, "fec": 2}
 
 
@@ -160,7 +161,7 @@ def test_threads_racing_on_a_new_size_record_and_compile_it_once(env):
     with ThreadPoolExecutor(len(xs)) as pool:
         outs = list(pool.map(first_call, xs))
     ours = [fd for fd in fake.recorded if fd.tensors[0]["shape"] == [1, 100, 2880]]
-    assert len(ours) == 1 and gen.bucket3_fusion0[100].fd is ours[0]
+    assert len(ours) == 1 and gen.fusion0.by_size[100].fd is ours[0]
     assert fake.calls == {"fd": 1, "fec": 7}
     with torch.no_grad():
         for x, out in zip(xs, outs):
@@ -170,11 +171,11 @@ def test_threads_racing_on_a_new_size_record_and_compile_it_once(env):
 @torch.no_grad()
 def test_bench_nvfuser_executions_records_the_fd_and_restores_execute(env):
     gen, fake, aot, src = env
-    fusions = [gen.bucket0_fusion0, gen.bucket1_fusion0, gen.bucket2_fusion0]
+    fusions = [gen.fusion0.by_size[15], gen.fusion0.by_size[568], gen.fusion0.by_size[1369]]
     before = [f.execute for f in fusions]
     x = _x(300)
     ((fd, args),) = nvfuser_executions(aot, [x])
-    fusion = gen.bucket3_fusion0[300]
+    fusion = gen.fusion0.by_size[300]
     assert fd is fusion.fd and len(args) == 2 and args[0] is x and args[1] is src.weight
     assert [f.execute for f in fusions] == before and fusion.execute == fd.fec.execute
     calls = dict(fake.calls)
@@ -198,10 +199,11 @@ def test_fast_path_takes_over_after_the_first_checked_call_of_each_shape(env, mo
         x = _x(s)
         _check(aot(x), src, x)
     assert checked == [(1, 15, 2880), (1, 16, 2880), (1, 2048, 2880)]
-    assert {shape: bucket for shape, (_, bucket, _) in gen._FAST.items()} == {
-        (1, 15, 2880): 0,
-        (1, 16, 2880): 3,
-        (1, 2048, 2880): 3,
+    # every bucket of the seed's module runs one program; CPU tensors: device index -1
+    assert {shape: entry[1:] for shape, entry in gen._FAST.items()} == {
+        (1, 15, 2880): (0, True, -1),
+        (1, 16, 2880): (0, True, -1),
+        (1, 2048, 2880): (0, True, -1),
     }
 
 
@@ -267,7 +269,7 @@ def test_with_gradients_on_the_fast_path_serves_only_tensors_that_require_none(e
 
 def test_the_guard_table_is_bounded(env, monkeypatch):
     gen, fake, aot, src = env
-    monkeypatch.setattr(gen, "_FAST_LIMIT", 2)
+    monkeypatch.setattr(thunder_aot.runtime, "GUARD_LIMIT", 2)
     for s in (1, 2, 3, 1, 3):
         x = _x(s)
         _check(aot(x), src, x)
@@ -279,7 +281,7 @@ def test_without_torchs_tensor_guards_every_call_takes_the_checked_path(env, mon
     """A torch without ``torch._C._dynamo.guards.TensorGuards`` (the generated module imports it
     optionally): nothing is recorded, every call is checked and still correct."""
     gen, fake, aot, src = env
-    monkeypatch.setattr(gen, "_TensorGuards", None)
+    monkeypatch.setattr(thunder_aot.runtime, "TensorGuards", None)
     checked = _counting_dispatch(gen, monkeypatch)
     for s in (15, 15, 300):
         x = _x(s)

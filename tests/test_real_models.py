@@ -23,7 +23,7 @@ def test_export_matches_eager_and_fuses_all_but_matmuls_and_views(source, shapes
     export(ExportRequest(source, (shapes,), backend="torch"), progress=messages.append)  # verifies
     assert any(m.startswith("verified:") for m in messages), messages
     program, _, _ = build_program(ExportRequest(source, (shapes,), backend="nvfuser"), progress=lambda m: None)
-    for bucket in program.buckets:
+    for bucket in program.programs:
         calls = {s.target for s in bucket.steps if isinstance(s, TorchCall)}
         assert calls <= unfused, calls - unfused
         assert len(bucket.steps) > len([s for s in bucket.steps if isinstance(s, TorchCall)])
@@ -92,7 +92,7 @@ def test_kernel_regions_get_contiguous_inputs_from_torch_calls():
     text = export(request, verify=False)
     program, _, _ = build_program(request, progress=lambda m: None)
     needed: set[str] = set()
-    for bucket in program.buckets:
+    for bucket in program.programs:
         made_by_torch: set[str] = set()
         for step in bucket.steps:
             if isinstance(step, TorchCall):

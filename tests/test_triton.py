@@ -93,30 +93,35 @@ def test_kernel_structure(stem):
             assert accumulate[1].startswith("tl.full(") or "tl.where(mask," in accumulate[1], accumulate
     assert (tiled > 0) == (stem in TILED), tiled
     # CUDA: the compiled kernel's launcher (its C launch function, or CompiledKernel.run where the
-    # kernel needs scratch memory), no JIT binding; tensors reach it as data_ptr() ints. forward
-    # launches directly where the kernel is compiled for _device and the inputs' alignment, else
-    # through _launch (which compiles, and serves the interpreter, tracing and other devices)
-    assert ("entry[1](rows, 1, 1, _raw_stream(index), *entry[2], *raw, n, block)" in text) == bool(kernels)
+    # kernel needs scratch memory: thunder_aot.runtime.triton.Kernel), no JIT binding; tensors reach
+    # it as data_ptr() ints. forward launches directly where the kernel is compiled for _device and
+    # the inputs' alignment, else through Kernel.launch (which compiles, and serves the interpreter,
+    # tracing and other devices)
+    holders = {n.targets[0].id: n.value for n in tree.body if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
+               and getattr(n.value.func, "id", "") == "Kernel"}
+    assert sorted(f"{name}_kernel" for name in holders) == sorted(k.name for k in kernels)
+    blocks = {name: next(kw.value.value for kw in call.keywords if kw.arg == "block") for name, call in holders.items()}
     forward = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "forward")
     forward_text = ast.unparse(forward)
     branches = [n for n in ast.walk(forward) if isinstance(n, ast.If) and ast.unparse(n.test) == "_kernel is not None"]
-    launches = [n for n in ast.walk(forward) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "_launch"]
+    launches = [n for n in ast.walk(forward) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "launch"]
     assert len(branches) == len(launches) == forward_text.count("_kernel = ")
     body = [n for n in ast.walk(forward) if isinstance(n, (ast.If, ast.FunctionDef))]
     for branch in branches:
         (direct,), (general,) = branch.body, branch.orelse
         launch, direct = general.value, direct.value
-        assert launch in launches and ast.unparse(direct.func) == "_kernel[1]"
-        kernel, compiled, rows, args, raw, misaligned, n, block, _ = [ast.unparse(a) for a in launch.args]
-        assert (raw, misaligned) == ("_raw", "_misaligned") and compiled == kernel.replace("_kernel", "_compiled")
-        assert ast.unparse(direct) == f"_kernel[1]({rows}, 1, 1, _raw_stream(_device), *_kernel[2], *_raw, {n}, {block})"
+        name = launch.func.value.id
+        assert launch in launches and ast.unparse(direct.func) == "_kernel[1]" and name in holders
+        programs, args, raw, misaligned, n = [ast.unparse(a) for a in launch.args]
+        assert (raw, misaligned) == ("_raw", "_misaligned")
+        assert ast.unparse(direct) == f"_kernel[1]({programs}, 1, 1, raw_stream(_device), *_kernel[2], *_raw, {n}, {blocks[name]})"
         # the statements before the branch, in the same block: _raw (the launch's args with each
         # tensor as its data_ptr()), _misaligned (the inputs' pointers only), the compiled kernel
         block_of = next(b for b in body for field in ("body", "orelse") if branch in getattr(b, field, []))
         stmts = block_of.body if branch in block_of.body else block_of.orelse
         at = stmts.index(branch)
         raw_stmt, misaligned_stmt, kernel_stmt = [ast.unparse(s) for s in stmts[at - 3 : at]]
-        raw_args = [a if a in sizes_of(text) else f"{a}.data_ptr()" for a in map(ast.unparse, launch.args[3].elts)]
+        raw_args = [a if a in sizes_of(text) else f"{a}.data_ptr()" for a in map(ast.unparse, launch.args[1].elts)]
         assert raw_stmt == f"_raw = ({', '.join(raw_args)}{',' if len(raw_args) == 1 else ''})", raw_stmt
         # an input off a 16-byte boundary gets its own kernel: every input's pointer is tested, no output's
         outputs, before = set(), at - 4  # this region's allocations: right before its _raw
@@ -124,24 +129,21 @@ def test_kernel_structure(stem):
             outputs.add(ast.unparse(stmts[before].targets[0]))
             before -= 1
         assert outputs
-        tensors = [ast.unparse(e) for e in launch.args[3].elts if ast.unparse(e) not in sizes_of(text)]
+        tensors = [ast.unparse(e) for e in launch.args[1].elts if ast.unparse(e) not in sizes_of(text)]
         tested = [tensors[int(i)] for i in re.findall(r"_raw\[(\d+)\]", misaligned_stmt)]
         assert sorted(tested) == sorted(t for t in tensors if t not in outputs) and misaligned_stmt.endswith(" & 15 != 0")
-        assert kernel_stmt == f"_kernel = {compiled}.get(_device + _device + _misaligned)"
-    # _device: once per call, from the guard's entry on the fast path, from _eager_device otherwise
+        assert kernel_stmt == f"_kernel = {name}.binaries.get(_device + _device + _misaligned)"
+    # _device: once per call, from the guard's entry on the fast path, from eager_device otherwise
     if kernels:
-        assert forward_text.count("_device = _eager_device(") == 1 and "_device = fast[3]" in forward_text
+        assert forward_text.count("_device = eager_device(") == 1 and "_device = fast[3]" in forward_text
     # outputs are allocated only through what tests.helpers.poisoned_outputs poisons: on the direct
-    # path _empty_strided_cuda with the contiguous strides of its sizes, otherwise torch.empty
-    # (the fallback that stands in for _empty_strided_cuda on a torch without it is that name too)
-    fallback = re.search(r"\n    def _empty_strided_cuda\(.*?\n\n", text, re.S)
-    rest = text.replace(fallback[0], "") if fallback else text
-    allocators = set(re.findall(r"torch\.(empty\w*|zeros\w*|ones\w*|full\w*|new_\w+)\(", rest))
+    # path empty_strided_cuda with the contiguous strides of its sizes, otherwise torch.empty
+    allocators = set(re.findall(r"torch\.(empty\w*|zeros\w*|ones\w*|full\w*|new_\w+)\(", text))
     assert allocators <= {"empty", "empty_like"}, allocators
     allocations = [n.value for n in ast.walk(forward) if isinstance(n, ast.Assign) and isinstance(n.value, ast.IfExp)]
-    assert len(allocations) == forward_text.count("_empty_strided_cuda(") >= len(launches)
+    assert len(allocations) == forward_text.count("empty_strided_cuda(") >= len(launches)
     for a in allocations:
-        assert ast.unparse(a.test) == "_device >= 0" and ast.unparse(a.body.func) == "_empty_strided_cuda"
+        assert ast.unparse(a.test) == "_device >= 0" and ast.unparse(a.body.func) == "empty_strided_cuda"
         sizes, strides, dtype = a.body.args
         assert ast.unparse(a.orelse.func) == "torch.empty" and ast.unparse(a.orelse.args[0]) == ast.unparse(sizes)
         assert ast.unparse(a.orelse.keywords[0].value) == ast.unparse(dtype)
@@ -153,7 +155,7 @@ def test_kernel_structure(stem):
 def test_output_strides_are_the_contiguous_strides_of_the_sizes_text():
     import torch
 
-    from thunder_aot.backends.triton import _contiguous_strides
+    from thunder_aot.backends.triton.launch import contiguous_strides as _contiguous_strides
 
     assert _contiguous_strides(["1", "15", "2880"]) == ["43200", "2880", "1"]
     assert _contiguous_strides(["1", "s0", "2880"]) == ["2880 * s0", "2880", "1"]
@@ -167,7 +169,7 @@ def test_output_strides_are_the_contiguous_strides_of_the_sizes_text():
 
 
 def test_schedule_is_persistent_while_a_row_fits_narrow_rows_several_to_a_program_then_looped():
-    from thunder_aot.backends.triton import LOOP_BLOCK, MAX_BLOCK, TILE_LANES, Schedule, schedule
+    from thunder_aot.backends.triton.schedule import LOOP_BLOCK, MAX_BLOCK, TILE_LANES, Schedule, schedule
 
     assert TILE_LANES == 1024
     assert schedule(2880) == Schedule(4096, 4, looped=False, rows=1)  # the seed's RMSNorm: one row per program
@@ -254,7 +256,7 @@ def test_broadcast_rows_index_the_row_they_repeat(full, own):
     """An input whose rows repeat along lead dims of size 1 is read at the row broadcasting gives."""
     import torch
 
-    from thunder_aot.backends.triton import RowProgram
+    from thunder_aot.backends.triton.lowering import RowProgram
     from thunder_aot.model import DimRange, Region, SymDim, TensorSpec, Value
 
     def dims(shape):
@@ -275,7 +277,7 @@ def test_broadcast_rows_index_the_row_they_repeat(full, own):
 
 def test_an_unchecked_triton_export_runs_and_matches_its_source_under_the_interpreter(tmp_path):
     """--unchecked leaves out the checks and the guard table; forward still sets _device (from
-    _eager_device) before the kernels launch. Export's verification runs it against the source."""
+    eager_device) before the kernels launch. Export's verification runs it against the source."""
     out = tmp_path / "rotary_unchecked.py"
     shapes = "1x8x[S=1..128]x64:bf16, 1x1x[S]x64:bf16, 1x1x[S]x64:bf16"
     result = run_cli("export", "thunder_aot.examples.blocks:rotary_embedding", "--shapes", shapes, "--backend", "triton",
@@ -283,6 +285,6 @@ def test_an_unchecked_triton_export_runs_and_matches_its_source_under_the_interp
     assert result.returncode == 0, result.stderr[-2000:]
     assert "verified: 3 calls match the source module" in result.stderr
     text = out.read_text()
-    assert "_FAST" not in text and "raise _bad_input(" not in text
+    assert "_FAST" not in text and "raise bad_input(" not in text
     forward = text.split("\ndef forward(")[1].split("\n\n\n")[0]
-    assert forward.count("_device = _eager_device(x)") == 1 and "_kernel[1](" in forward
+    assert forward.count("_device = eager_device(x)") == 1 and "_kernel[1](" in forward

@@ -21,7 +21,7 @@ import torch  # noqa: E402
 from tests.examples import EXPORTS  # noqa: E402
 from tests.helpers import compare_at_every_bucket  # noqa: E402
 from thunder_aot.backends.triton import interpreter_rounds_like_the_gpu  # noqa: E402
-from thunder_aot.resolve import resolve_module  # noqa: E402
+from thunder_aot.export.resolve import resolve_module  # noqa: E402
 from thunder_aot.verify import load_module_from_text  # noqa: E402
 
 
@@ -39,8 +39,8 @@ def main(stem: str) -> int:
     allocated = []
     for direct in (False, True):
         if direct:
-            gen._eager_device = lambda t: 0
-            gen._current_device = lambda: 0
+            gen.eager_device = lambda t: 0
+            gen.current_device = lambda: 0
 
             class OnDeviceZero(dict):
                 def __setitem__(self, shape, entry):
@@ -48,7 +48,7 @@ def main(stem: str) -> int:
 
             gen._FAST = OnDeviceZero()
             twin = torch._C._dynamo.guards._empty_strided_cpu
-            gen._empty_strided_cuda = lambda *args: allocated.append(args) or twin(*args)
+            gen.empty_strided_cuda = lambda *args: allocated.append(args) or twin(*args)
         label = f"{stem} (triton, interpreted{', direct allocation' if direct else ''})"
         checked += compare_at_every_bucket(module, aot, gen, shapes, "cpu", label)[0]
     assert len(allocated) >= checked // 2, (len(allocated), checked)  # every direct call allocated through it

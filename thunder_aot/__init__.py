@@ -1,7 +1,19 @@
-"""thunder-aot: export Thunder's fusions of a PyTorch module as a plain Python module."""
+"""thunder-aot: export Thunder's fusions of a PyTorch module as a plain Python module.
 
-from thunder_aot.swap import replace
+Importing the package is cheap (generated modules import :mod:`thunder_aot.runtime` through it):
+the public names load on first use.
+"""
+
+from __future__ import annotations
 
 __version__ = "0.1.0"
 
 __all__ = ["__version__", "replace"]
+
+
+def __getattr__(name: str):
+    if name == "replace":
+        from thunder_aot.swap import replace
+
+        return replace
+    raise AttributeError(f"module 'thunder_aot' has no attribute {name!r}")

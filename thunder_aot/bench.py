@@ -133,18 +133,28 @@ def print_table(lines: list[str], out: str | None) -> None:
         Path(out).write_text(text)
 
 
+def _runtime_objects(generated, kind: type) -> list:
+    """The generated module's runtime objects of one kind (a SizedFusions' entries count too)."""
+    from thunder_aot.runtime.nvfuser import SizedFusions
+
+    found = []
+    for value in vars(generated).values():
+        for candidate in value.by_size.values() if isinstance(value, SizedFusions) else (value,):
+            if isinstance(candidate, kind):
+                found.append(candidate)
+    return found
+
+
 def nvfuser_executions(aot: torch.nn.Module, inputs: list[torch.Tensor]) -> list[tuple[object, list]]:
     """The FusionDefinitions one forward of a generated nvFuser module executes, in order, with their
-    inputs: each ``_Fusion`` of the module (recorded at import, or per size in a dict) gets a recording
+    inputs: each ``Fusion`` of the module (recorded at import, or per size) gets a recording
     ``execute`` for one call (after a first call that records and compiles the sizes met)."""
+    from thunder_aot.runtime.nvfuser import Fusion
+
     generated = sys.modules[type(aot).__module__]
     with torch.no_grad():
         aot(*inputs)
-    fusions = []
-    for value in vars(generated).values():
-        for candidate in value.values() if isinstance(value, dict) else (value,):
-            if isinstance(candidate, generated._Fusion):
-                fusions.append(candidate)
+    fusions = _runtime_objects(generated, Fusion)
     recorded: list[tuple[object, list]] = []
 
     def recording(fusion, real):
@@ -169,44 +179,51 @@ def bare_launches(aot: torch.nn.Module, inputs: list[torch.Tensor], pointers: bo
     module's per-call overhead is measured against. None when the module launches no kernel.
     ``pointers``: Triton's launch gets the tensors' addresses as ints, as the module passes them to
     the C launch function under ``CompiledKernel.run`` (the launcher then calls no ``data_ptr()``)."""
+    from thunder_aot.runtime.nvfuser import Fusion, SizedFusions
+    from thunder_aot.runtime.triton import Kernel
+
     generated = sys.modules[type(aot).__module__]
-    if hasattr(generated, "_Fusion"):  # nvfuser
+    if any(isinstance(v, (Fusion, SizedFusions)) for v in vars(generated).values()):  # nvfuser
         calls = [(fd.execute, args) for fd, args in nvfuser_executions(aot, inputs)]
         if not calls:
             return None
         if len(calls) == 1:
-            (execute, args), = calls
+            ((execute, args),) = calls
             return lambda: execute(args)
         return lambda: [execute(args) for execute, args in calls]
-    if not hasattr(generated, "_launch"):
+    if not _runtime_objects(generated, Kernel):
         return None
     recorded: list[tuple] = []
-    real, current_device = generated._launch, generated._current_device
+    real = Kernel.launch
 
-    def record(kernel, compiled, rows, args, raw, misaligned, n, block, num_warps):
-        real(kernel, compiled, rows, args, raw, misaligned, n, block, num_warps)
-        index = args[0].get_device()  # the cache key _launch uses (templates/triton_prelude.py.jinja)
-        binary = compiled[index + index + misaligned][0]
-        recorded.append((binary, rows, args, n, block))
+    def record(kernel: Kernel, programs, args, raw, misaligned, n):
+        real(kernel, programs, args, raw, misaligned, n)
+        index = args[0].get_device()  # Kernel's own key for the binary it launched
+        recorded.append((kernel.binaries[index + index + misaligned][0], programs, args, n, kernel.block))
 
-    # forward launches a compiled kernel directly only on the current device: with no device
-    # current, every launch of the recorded call goes through _launch
-    generated._launch, generated._current_device = record, lambda: -2
+    # forward launches a compiled kernel directly only on the current device: with none current,
+    # every launch of the recorded call goes through Kernel.launch
+    devices = generated.current_device, generated.eager_device
+    generated.current_device, generated.eager_device = (lambda: -2), (lambda t: -1)
+    Kernel.launch = record
     try:
         with torch.no_grad():
             aot(*inputs)
     finally:
-        generated._launch, generated._current_device = real, current_device
+        generated.current_device, generated.eager_device = devices
+        Kernel.launch = real
     if not recorded:
         return None
     launches = []
-    for compiled, rows, args, n, block in recorded:
+    for compiled, programs, args, n, block in recorded:
         stream = torch.cuda.current_stream(args[0].device).cuda_stream
         if pointers:
             args = tuple(a.data_ptr() if isinstance(a, torch.Tensor) else a for a in args)
-        launches.append((compiled.run, (rows, 1, 1, stream, compiled.function, compiled.packed_metadata, None, None, None, *args, n, block)))
+        launches.append(
+            (compiled.run, (programs, 1, 1, stream, compiled.function, compiled.packed_metadata, None, None, None, *args, n, block))
+        )
     if len(launches) == 1:
-        (run, run_args), = launches
+        ((run, run_args),) = launches
         return lambda: run(*run_args)
     return lambda: [run(*run_args) for run, run_args in launches]
 
@@ -337,7 +354,7 @@ def run_bench(
 
     from thunder_aot.backends import get_backend
     from thunder_aot.export import ExportRequest, export, versions
-    from thunder_aot.resolve import resolve_module
+    from thunder_aot.export.resolve import resolve_module
     from thunder_aot.shapes import parse_shapes
     from thunder_aot.verify import load_module_from_text, random_tensor
 

@@ -179,7 +179,11 @@ class Bucket:
 
 @dataclass(frozen=True)
 class BucketProgram:
-    """One bucket's program: its steps, the names it returns, and the specs of every input."""
+    """One program: its steps, the names it returns, and the specs of every input.
+
+    It serves the buckets that dispatch to it (:attr:`Program.dispatch`): the one it was traced
+    for, and exact buckets whose own traces it reproduces at their sizes. ``bucket`` gives its
+    inputs' shapes in its dynamic dims and those dims' ranges."""
 
     index: int
     bucket: Bucket
@@ -198,7 +202,8 @@ class Program:
     source: str  # the import path given to export
     class_name: str  # the source module's class name
     inputs: tuple[ProgramInput, ...]
-    buckets: tuple[BucketProgram, ...]  # in dispatch order: most specific first
+    programs: tuple[BucketProgram, ...]  # numbered in the order dispatch first reaches them
+    dispatch: tuple[tuple[Bucket, int], ...]  # every bucket, most specific first, with its program's index
     returns_tuple: bool
     fallback: bool = False  # a shape outside every bucket runs the source module's eager code path
     attributes: tuple[tuple[str, object], ...] = ()  # settings baked in at export, checked by from_module

@@ -33,7 +33,7 @@ def main() -> None:
         tj = thunder.jit(source)
         tj(x)
         thunder_fd = thunder.examine.get_fusions(thunder.last_traces(tj)[-1])[0][1].last_used
-        ours = gen._specialize(gen.bucket3_fusion0, s, gen.define_bucket3_fusion0, s)
+        ours = gen.fusion0.by_size.get(s) or gen.fusion0.record(s)
         fargs = [x, source.weight]
         ours.execute(fargs)
         if s == 1024:

@@ -48,7 +48,7 @@ def main() -> None:
         "x.get_device()": x.get_device,
         "x.data_ptr()": x.data_ptr,
         "_cuda_getCurrentRawStream(dev)": lambda: torch._C._cuda_getCurrentRawStream(dev),
-        "_eager_device(x)": lambda: gen._eager_device(x),
+        "eager_device(x)": lambda: gen.eager_device(x),
         "_empty_strided_cuda": lambda: empty(size, stride, torch.bfloat16),
         "torch.empty_like(x)": lambda: torch.empty_like(x),
         "Python call, 10 args": lambda: ten(1, 2, 3, 4, 5, 6, 7, 8, 9, 10),

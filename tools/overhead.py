@@ -44,7 +44,7 @@ def cases_for(backend: str, gen, aot, unchecked, x, w) -> dict:
         # the allocation torch.compile's generated code uses (no Python argument parser, no dispatcher)
         empty_strided_cuda, size, stride = torch._C._dynamo.guards._empty_strided_cuda, tuple(x.shape), x.stride()
         cases["bare + _empty_strided_cuda"] = lambda: (empty_strided_cuda(size, stride, x.dtype), bare())
-        _, launch, head = gen.bucket0_fusion0_compiled[2 * x.get_device()]  # the aligned kernel (_launch's key)
+        _, launch, head = gen.fusion0.binaries[2 * x.get_device()]  # the aligned kernel (Kernel.launch's key)
         out, rows, stream = torch.empty_like(x), x.numel() // 2880, torch.cuda.current_stream().cuda_stream
         cases["C launch, int pointers"] = lambda: launch(rows, 1, 1, stream, *head, x.data_ptr(), w.data_ptr(), out.data_ptr(), 2880, 4096)
         # the least a module that checks and allocates can do per call, written by hand: the guard,

@@ -1,8 +1,10 @@
-"""What every backend shares: rendering argument values and dims as Python text."""
+"""What every backend shares: the typed interface codegen calls, and argument values and dims as Python text."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Protocol
 
 from thunder_aot.model import Arg, Const, DeviceArg, Dim, DimRange, DType, Ref, Region, Seq, SizeArg, SymDim, TorchName
 
@@ -94,42 +96,74 @@ def assign_text(targets: tuple[str, ...]) -> str:
 
 @dataclass(frozen=True)
 class Line:
-    """One emitted statement with the comment that ties it to the user's source."""
+    """One emitted statement (it may span lines, indented relative to its first) with the comment
+    that ties it to the user's source."""
 
     code: str
     comment: str = ""
-    indent: int = 0  # extra levels of indentation (a loop body)
 
 
-class Backend:
-    """A code generator for fusion regions. Subclasses fill in the tables and the region view.
+class RegionView(Protocol):
+    """What a backend gives codegen for one fusion region of one program."""
 
-    A region view has ``template`` (a partial rendering the region's module-level definitions:
-    kernels, FusionDefinitions; "" for none) and ``inline_lines`` (the statements, inside the
-    bucket's branch of ``forward``, that compute the region's outputs from its inputs)."""
+    #: the partial template that renders the region's module-level definition (a kernel, a
+    #: FusionDefinition), or "" for none
+    template: str
+    #: the name of that definition (regions with equal ``definition_key`` share the first's)
+    name: str
+    #: the statements, inside the program's branch of ``forward``, that compute the region's outputs
+    steps: tuple[Line, ...]
+    #: whether the region runs a kernel that reads its inputs as raw memory (it then needs the
+    #: module's per-call checks, and contiguous inputs)
+    runs_kernel: bool
+
+    @property
+    def definition_key(self) -> tuple | None:
+        """What makes the definition: regions with the same key share one (None: nothing to share)."""
+
+    def sharing(self, name: str) -> "RegionView":
+        """This region using the definition another region named ``name`` already emits."""
+
+
+class Backend(ABC):
+    """A code generator for fusion regions; subclasses fill in the tables and the region view."""
 
     name: str = ""
     #: prim names (PrimIDs member names, lower case) this backend can put inside a region
     prims: frozenset[str] = frozenset()
-    #: extra import lines the generated module needs (standard library modules, then other lines)
-    stdlib_imports: tuple[str, ...] = ()
+    #: import lines of the backend's library and runtime part (only where a region runs a kernel)
     imports: tuple[str, ...] = ()
-    #: the device verification runs generated modules on
-    verify_device: str = "cpu"
-    #: template partial rendered once before the regions ("" for none)
-    prelude_template: str = ""
-    #: what every user input must satisfy before dispatch (a Python test on ``{name}``), and its wording
+    #: what every user input a kernel reads must satisfy (a Python test on ``{name}``), and its wording
     input_requirement: str = ""
     input_requirement_text: str = ""
-    #: whether gradients flow through the generated code (torch ops do; nvFuser calls do not)
+    #: whether gradients flow through the generated code (torch ops do; kernels do not)
     supports_autograd: bool = True
     #: whether the regions' statements read ``_device``, which forward sets once per call: the CUDA
     #: device index where kernels launch directly (eager, on the current device), else -1
     device_per_call: bool = False
 
+    @property
+    def verify_device(self) -> str:
+        """The device export's verification runs generated modules on."""
+        return "cpu"
+
     def unavailable_reason(self) -> str | None:
         """None when generated modules of this backend can run here, else why not."""
         return None
 
-    def region_view(self, region: Region, dims: tuple[DimRange, ...] = ()) -> object:
-        raise NotImplementedError
+    @abstractmethod
+    def region_view(
+        self, region: Region, dims: tuple[DimRange, ...] = (), known_sizes: tuple[dict[str, int], ...] = ()
+    ) -> RegionView:
+        """The region's definition and statements. ``dims``: the program's dynamic dims;
+        ``known_sizes``: sizes of them the program is known to run at (its exact buckets)."""
+
+
+def nested(header: str, body: list[Line] | tuple[Line, ...], comment: str = "") -> Line:
+    """One compound statement: ``header`` (``for ...:``, ``if ...:``) with ``body`` indented under it
+    (each body line's comment above it)."""
+    lines = [header]
+    for line in body:
+        text = "\n".join(f"    {part}" for part in line.code.split("\n"))
+        lines += ([f"    # {line.comment}"] if line.comment else []) + [text]
+    return Line("\n".join(lines), comment)

@@ -166,20 +166,23 @@ TORCH_PRIMS: dict[str, Callable[[OpContext], str]] = {
 class TorchRegionView:
     """A region run as torch calls, written inline in ``forward`` (nothing at module level)."""
 
-    template = ""
     name: str
-    lines: tuple[Line, ...]
+    steps: tuple[Line, ...]
+    template = ""
+    runs_kernel = False
+    definition_key = None
 
-    @property
-    def inline_lines(self) -> tuple[Line, ...]:
-        return self.lines
+    def sharing(self, name: str) -> "TorchRegionView":
+        return self
 
 
 class TorchBackend(Backend):
     name = "torch"
     prims = frozenset(TORCH_PRIMS)
 
-    def region_view(self, region: Region, dims: tuple[DimRange, ...] = ()) -> TorchRegionView:
+    def region_view(
+        self, region: Region, dims: tuple[DimRange, ...] = (), known_sizes: tuple[dict[str, int], ...] = ()
+    ) -> TorchRegionView:
         specs = {v.name: v.spec for v in region.inputs}
         lines = []
         for op, comment in zip(region.ops, source_comments(region.ops)):
@@ -195,4 +198,4 @@ class TorchBackend(Backend):
                 specs[o.name] = o.spec
         if uses_device(region):
             lines.insert(0, Line(f"device = {region.inputs[0].name}.device"))
-        return TorchRegionView(name=region.name, lines=tuple(lines))
+        return TorchRegionView(name=region.name, steps=tuple(lines))

@@ -16,7 +16,7 @@ import torch
 from thunder_aot.backends import Backend, get_backend
 from thunder_aot.errors import ExportError
 from thunder_aot.model import Bucket, BucketProgram, DimRange, Program, ProgramInput, SymDim, TensorSpec, TorchCall
-from thunder_aot.resolve import resolve_module
+from thunder_aot.export.resolve import resolve_module
 from thunder_aot.shapes import contains, dispatch_order, format_bucket, parse_shapes
 
 Progress = Callable[[str], None]
@@ -113,8 +113,9 @@ def _sample_args(bucket: Bucket, env: dict[str, int]) -> list[torch.Tensor]:
 def trace_bucket(
     module: torch.nn.Module, bucket: Bucket, index: int, input_names: list[str], backend: Backend, progress: Progress
 ) -> tuple[BucketProgram, list[ProgramInput], bool, dict[str, object]]:
-    from thunder_aot.trace import prims, trace_module  # first: it imports thunder with its warnings silenced
-    from thunder_aot.lower import Lowerer, first_difference, generalize, instantiate
+    from thunder_aot.export.trace import prims, trace_module  # first: it imports thunder with its warnings silenced
+    from thunder_aot.export.generalize import first_difference, generalize, instantiate
+    from thunder_aot.export.lower import Lowerer
 
     claimable = [p for p in prims.PrimIDs if p.name.lower() in backend.prims]
     envs = trace_envs(bucket)
@@ -221,14 +222,17 @@ def build_program(request: ExportRequest, progress: Progress) -> tuple[Program, 
         attributes.update(read)
         traced.append((bucket, program))
     assert program_inputs is not None
+    from thunder_aot.export.generalize import share_programs
+
     order = dispatch_order([b for b, _ in traced])
-    programs = [dataclasses.replace(traced[i][1], index=k) for k, i in enumerate(order)]
+    programs, dispatch = share_programs([traced[i] for i in order])
     program_inputs = [_with_persistence(p, module) for p in program_inputs]
     program = Program(
         source=request.source,
         class_name=type(module).__name__,
         inputs=tuple(program_inputs),
-        buckets=tuple(programs),
+        programs=tuple(programs),
+        dispatch=tuple(dispatch),
         returns_tuple=returns_tuple,
         fallback=request.fallback,
         attributes=tuple(sorted(attributes.items())),
@@ -251,16 +255,18 @@ def export(request: ExportRequest, *, verify: bool = True, progress: Progress | 
 
     progress = progress or (lambda msg: None)
     program, module, backend = build_program(request, progress)
-    unfused = Counter(s.target for bp in program.buckets for s in bp.steps if isinstance(s, TorchCall))
+    unfused = Counter(s.target for bp in program.programs for s in bp.steps if isinstance(s, TorchCall))
     if unfused:
         listed = ", ".join(f"{target} x{count}" for target, count in sorted(unfused.items()))
         progress(f"not fused (run as torch calls): {listed}")
-    progress(f"rendering {len(program.buckets)} bucket(s) with the {backend.name} backend")
+    progress(
+        f"rendering {len(program.dispatch)} bucket(s) as {len(program.programs)} program(s) with the {backend.name} backend"
+    )
     text = render(program, backend, request.command(), versions(), checks=request.checks)
     if verify:
         reason = backend.unavailable_reason()
         if reason is None:
-            buckets = [bp.bucket for bp in program.buckets]
+            buckets = [bucket for bucket, _ in program.dispatch]
             checked = run_verify(text, module, buckets, program.class_name, device=backend.verify_device)
             progress(f"verified: {checked} calls match the source module")
         else:

@@ -6,11 +6,12 @@ groups them with Thunder's data-dependent partitioner (``fuse_bound_symbols``), 
 torch.compile executor does. Everything it does not claim is executed by Thunder's torch
 executor and ends up in the execution trace as a plain torch call.
 
-This module is the only one (with :mod:`thunder_aot.lower`) that imports thunder.
+This module is the only one (with :mod:`thunder_aot.export.lower`) that imports thunder.
 """
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -34,6 +35,35 @@ with warnings.catch_warnings():
     from thunder.extend import FusionExecutor
 
 FUSION_PREFIX = "aotFusion"
+
+#: top-level packages whose frames are never the source line an op is attributed to
+LIBRARY_PACKAGES = frozenset({"thunder", "torch"})
+
+
+def _user_source_location(runtime_ctx) -> tuple[str, object] | tuple[None, None]:
+    """The innermost frame outside Thunder and torch: the user's line that led to an op (code of
+    other libraries, transformers' modeling files among them, counts as the user's)."""
+    from thunder.core.interpreter import unwrap
+
+    for frame in reversed(runtime_ctx.frame_stack):
+        module = unwrap(frame.globals).get("__name__", "") or ""
+        if module.partition(".")[0] not in LIBRARY_PACKAGES:
+            return frame.code.co_filename, frame.positions
+    return None, None
+
+
+@contextlib.contextmanager
+def _ops_attributed_to_user_lines():
+    """While tracing, Thunder records each op's source as the innermost frame outside its own
+    interpreter (a torch module's forward, a Thunder decomposition); record the user's line instead."""
+    from thunder.core.interpreter import InterpreterRuntimeCtx
+
+    original = InterpreterRuntimeCtx.get_current_user_source_location
+    InterpreterRuntimeCtx.get_current_user_source_location = _user_source_location
+    try:
+        yield
+    finally:
+        InterpreterRuntimeCtx.get_current_user_source_location = original
 
 
 @dataclass
@@ -148,7 +178,7 @@ def trace_module(
     executor = AotFusionExecutor(claimable)
     jitted = thunder.jit(module, executors=[executor])
     try:
-        with torch.no_grad(), warnings.catch_warnings():
+        with torch.no_grad(), warnings.catch_warnings(), _ops_attributed_to_user_lines():
             warnings.simplefilter("ignore")
             result = jitted(*args)
     except ExportError:

@@ -1,15 +1,8 @@
-"""Lower Thunder execution traces into the typed model, and generalise a bucket's traces.
-
-A dynamic bucket is traced at several sizes; :func:`generalize` walks the concrete programs in
-lock step and turns every integer that moved with a dynamic dimension into a :class:`SymDim`.
-Anything else that differs between the traces means one trace cannot serve the whole bucket,
-and export refuses with the first difference it found.
-"""
+"""Lower a Thunder execution trace into the typed model (:mod:`thunder_aot.model`)."""
 
 from __future__ import annotations
 
 import builtins
-import dataclasses
 import keyword
 import linecache
 import sys
@@ -38,7 +31,7 @@ from thunder_aot.model import (
     TorchName,
     Value,
 )
-from thunder_aot.trace import FUSION_PREFIX, TracedBucket
+from thunder_aot.export.trace import FUSION_PREFIX, TracedBucket
 
 from thunder.core import devices, dtypes, prims  # noqa: E402  (trace.py imported thunder quietly)
 from thunder.core.proxies import NumberProxy, TensorProxy
@@ -211,113 +204,3 @@ class Lowerer:
             outputs=outputs,
         )
         return program, ordered
-
-
-# --- generalising over the sizes of a dynamic bucket ---------------------------------------
-
-
-class _Mismatch(Exception):
-    pass
-
-
-def _unify_int(values: list[int], envs: list[dict[str, int]], path: str) -> int | SymDim:
-    if all(v == values[0] for v in values):
-        return values[0]
-    matches = []
-    for name in envs[0]:
-        sizes = [env[name] for env in envs]
-        if sizes[0] and values[0] % sizes[0] == 0:
-            coeff = values[0] // sizes[0]
-            if coeff >= 1 and all(v == coeff * s for v, s in zip(values, sizes)):
-                matches.append(SymDim(name, coeff))
-    if len(matches) != 1:
-        raise _Mismatch(f"{path}: the value {values} does not follow one dynamic dimension")
-    return matches[0]
-
-
-def _unify(items: list[object], envs: list[dict[str, int]], path: str) -> object:
-    first = items[0]
-    if any(type(i) is not type(first) for i in items):
-        raise _Mismatch(f"{path}: {[type(i).__name__ for i in items]}")
-    if isinstance(first, Const):
-        if isinstance(first.value, int) and not isinstance(first.value, bool):
-            unified = _unify_int([i.value for i in items], envs, path)
-            return Const(unified) if isinstance(unified, int) else SizeArg(unified)
-        if any(i != first for i in items):
-            raise _Mismatch(f"{path}: the constant {[i.value for i in items]} changes with the size")
-        return first
-    if isinstance(first, TensorSpec):
-        if any(len(i.shape) != len(first.shape) or i.dtype != first.dtype for i in items):
-            raise _Mismatch(f"{path}: tensor rank or dtype changes with the size")
-        shape = tuple(
-            _unify_int([i.shape[k] for i in items], envs, f"{path} dim {k}") for k in range(len(first.shape))
-        )
-        return TensorSpec(shape, first.dtype)
-    if isinstance(first, (PrimOp, TorchCall)) and any(
-        getattr(i, "prim", None) != getattr(first, "prim", None) or getattr(i, "target", None) != getattr(first, "target", None)
-        for i in items
-    ):
-        raise _Mismatch(f"{path}: a different op is traced at another size")
-    if isinstance(first, Bucket):
-        return first
-    if dataclasses.is_dataclass(first):
-        label = getattr(first, "prim", None) or getattr(first, "target", None) or getattr(first, "name", None)
-        sub = f"{path}/{type(first).__name__}" + (f"[{label}]" if label else "")
-        return dataclasses.replace(
-            first,
-            **{
-                f.name: _unify([getattr(i, f.name) for i in items], envs, f"{sub}.{f.name}")
-                for f in dataclasses.fields(first)
-                if f.name not in ("bucket",)
-            },
-        )
-    if isinstance(first, tuple):
-        if any(len(i) != len(first) for i in items):
-            raise _Mismatch(f"{path}: {len(first)} items at one size, {[len(i) for i in items]} at others")
-        return tuple(_unify([i[k] for i in items], envs, f"{path}[{k}]") for k in range(len(first)))
-    if any(i != first for i in items):
-        raise _Mismatch(f"{path}: {items[0]!r} becomes {[i for i in items if i != first][0]!r} at another size")
-    return first
-
-
-def generalize(programs: list[BucketProgram], envs: list[dict[str, int]]) -> BucketProgram:
-    """One program whose sizes are expressed in the dynamic dims, or ExportError naming the difference."""
-    try:
-        return _unify(programs, envs, "program")  # type: ignore[return-value]
-    except _Mismatch as e:
-        raise ExportError(f"one trace cannot serve the bucket: {e}") from None
-
-
-def instantiate(obj: object, env: dict[str, int]) -> object:
-    """The concrete program a generalised one stands for at sizes ``env`` (inverse of generalize)."""
-    if isinstance(obj, SizeArg):
-        return Const(obj.dim.at(env) if isinstance(obj.dim, SymDim) else obj.dim)
-    if isinstance(obj, SymDim):
-        return obj.at(env)
-    if isinstance(obj, Bucket):
-        return obj
-    if dataclasses.is_dataclass(obj):
-        return dataclasses.replace(obj, **{f.name: instantiate(getattr(obj, f.name), env) for f in dataclasses.fields(obj)})
-    if isinstance(obj, tuple):
-        return tuple(instantiate(i, env) for i in obj)
-    return obj
-
-
-def first_difference(a: object, b: object, path: str = "program") -> str | None:
-    if type(a) is not type(b):
-        return f"{path}: {type(a).__name__} vs {type(b).__name__}"
-    if dataclasses.is_dataclass(a):
-        for f in dataclasses.fields(a):
-            d = first_difference(getattr(a, f.name), getattr(b, f.name), f"{path}.{f.name}")
-            if d:
-                return d
-        return None
-    if isinstance(a, tuple):
-        if len(a) != len(b):
-            return f"{path}: {len(a)} items vs {len(b)}"
-        for k, (x, y) in enumerate(zip(a, b)):
-            d = first_difference(x, y, f"{path}[{k}]")
-            if d:
-                return d
-        return None
-    return None if a == b else f"{path}: {a!r} vs {b!r}"

@@ -1,0 +1,103 @@
+"""thunder_aot.runtime, the library every generated module imports: cheap to import, versioned,
+and its pieces on their own."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import thunder_aot.runtime as rt
+from tests.helpers import ROOT
+
+
+def test_importing_the_runtime_loads_neither_thunder_nor_the_exporter():
+    code = (
+        "import sys, thunder_aot.runtime, thunder_aot.runtime.triton, thunder_aot.runtime.nvfuser;"
+        "bad = sorted(k for k in sys.modules if k.split('.')[0] in ('thunder', 'jinja2', 'black')"
+        " or k.startswith(('thunder_aot.export', 'thunder_aot.codegen', 'thunder_aot.backends')));"
+        "print(bad)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]"
+
+
+def test_a_module_written_for_a_newer_runtime_is_refused():
+    rt.require(rt.RUNTIME_VERSION)
+    with pytest.raises(ImportError, match=f"runtime version {rt.RUNTIME_VERSION + 1}.*upgrade thunder-aot"):
+        rt.require(rt.RUNTIME_VERSION + 1)
+
+
+def test_errors_are_one_line_and_name_what_was_expected():
+    error = rt.no_bucket("Norm", ("x", "w"), (torch.zeros(2, 3, dtype=torch.bfloat16), 7), ("[1..4]x3:bfloat16",))
+    assert isinstance(error, rt.NoBucketError) and isinstance(error, ValueError)
+    assert str(error) == "Norm (thunder-aot): no bucket for x 2x3:bfloat16, w int; expected one of: [1..4]x3:bfloat16"
+    assert "\n" not in str(rt.bad_input("Norm", "x", [1], "a contiguous CUDA tensor"))
+    assert "x must be a contiguous CUDA tensor; got a list" in str(rt.bad_input("Norm", "x", [1], "a contiguous CUDA tensor"))
+
+
+def test_module_call_needed_sees_local_and_global_hooks_and_a_replaced_forward():
+    m = torch.nn.Linear(2, 2)
+    assert not rt.module_call_needed(m.__dict__)
+    handle = m.register_forward_pre_hook(lambda *a: None)
+    assert rt.module_call_needed(m.__dict__)
+    handle.remove()
+    handle = torch.nn.modules.module.register_module_forward_hook(lambda *a: None)
+    assert rt.module_call_needed(m.__dict__)
+    handle.remove()
+    m.forward = lambda x: x
+    assert rt.module_call_needed(m.__dict__)
+
+
+def test_the_guard_table_records_what_passed_and_is_bounded(monkeypatch):
+    table: dict = {}
+    x, w = torch.randn(2, 3), torch.randn(3)
+    rt.record_guard(table, x.shape, 0, (x, w))
+    guard, program, grad_free, device = table[x.shape]
+    assert (program, grad_free, device) == (0, True, -1)
+    assert guard(torch.randn(2, 3), torch.randn(3)) and not guard(torch.randn(2, 3).double(), torch.randn(3))
+    assert not guard(torch.randn(3, 2).t(), torch.randn(3))  # other strides
+    monkeypatch.setattr(rt, "GUARD_LIMIT", 1)
+    rt.record_guard(table, torch.Size([5, 3]), 0, (torch.randn(5, 3), w))
+    assert list(table) == [x.shape]
+
+
+class _Norm(rt.GeneratedModule):
+    STATE = (("inner.weight", "parameter", (3,), torch.float32, True), ("scale", "buffer", (), torch.float32, False))
+    EXPORTED_SETTINGS = {"inner.eps": 1e-6}
+    WARMUP = (({"s0": (1, 4)}, lambda s0: [((s0, 3), torch.float32)]),)
+    FALLBACK = True
+
+    def __call__(self, x):
+        return self.forward(x)
+
+    def forward(self, x):
+        if x.shape[0] > 4:
+            return self._outside_buckets(rt.NoBucketError("outside"), x)
+        return x * self.inner.weight * self.scale
+
+
+def _source():
+    src = torch.nn.Module()
+    src.inner = torch.nn.Module()
+    src.inner.weight = torch.nn.Parameter(torch.randn(3))
+    src.inner.eps = 1e-6
+    src.register_buffer("scale", torch.tensor(2.0), persistent=False)
+    src.forward = lambda x: x + 100
+    return src
+
+
+def test_generated_module_base_shares_tensors_checks_settings_and_falls_back():
+    src = _source()
+    m = _Norm.from_module(src)
+    assert m.inner.weight is src.inner.weight and m.scale is src.scale
+    assert list(m.state_dict()) == ["inner.weight"]  # the non-persistent buffer and the source stay out
+    assert _Norm().inner.weight.shape == (3,)
+    assert torch.equal(m(torch.ones(6, 3)), torch.ones(6, 3) + 100)  # outside every bucket: the source's forward
+    assert m.warmup() == 2 and m.warmup(s0=[2, 9]) == 1
+    src.inner.eps = 1e-5
+    with pytest.raises(ValueError, match=r"exported for inner.eps=1e-06; the source has 1e-05"):
+        _Norm.from_module(src)

@@ -1,0 +1,149 @@
+"""Triton backend: a region of pointwise ops and reductions over the innermost dim becomes one
+``@triton.jit`` kernel over rows of the innermost dim (narrow rows several to a program).
+
+Regions outside that class (other reductions, shape ops, ops the table lacks) are rendered by the
+torch backend instead, so correctness never depends on coverage. Rows up to MAX_BLOCK lanes stay in
+registers (persistent schedule); wider rows are walked in chunks (looped schedule): ``schedule()``.
+
+Checked on CPU through Triton's interpreter (``TRITON_INTERPRET=1``) and on the GPU machine
+(tests/test_gpu.py: numerics with poisoned outputs, CUDA graphs, compute-sanitizer memcheck).
+"""
+
+from __future__ import annotations
+
+import os
+
+from thunder_aot.backends.base import Backend, Line, render_dim, source_comments, tuple_text
+from thunder_aot.backends.torch import TorchBackend, TorchRegionView
+from thunder_aot.backends.triton.interpreter import interpreter_rounds_like_the_gpu
+from thunder_aot.backends.triton.launch import TritonRegionView, contiguous_strides
+from thunder_aot.backends.triton.lowering import Expr, Kind, RowProgram, Unsupported
+from thunder_aot.model import DimRange, Region
+
+class TritonBackend(Backend):
+    name = "triton"
+    prims = TorchBackend.prims  # regions form as for the other backends; the kernel decides per region
+    imports = (
+        "import triton",
+        "import triton.language as tl",
+        "from thunder_aot.runtime.triton import INTERPRET, Kernel, current_device, eager_device, empty_strided_cuda, raw_stream",
+    )
+    input_requirement = "{name}.is_contiguous() and ({name}.is_cuda or INTERPRET)"
+    input_requirement_text = "a contiguous CUDA tensor"
+    supports_autograd = False
+    device_per_call = True
+
+    def __init__(self) -> None:
+        self.torch = TorchBackend()
+
+    @property
+    def verify_device(self) -> str:
+        if os.environ.get("TRITON_INTERPRET") == "1":
+            interpreter_rounds_like_the_gpu()
+            return "cpu"
+        return "cuda"
+
+    def unavailable_reason(self) -> str | None:
+        import torch
+
+        if os.environ.get("TRITON_INTERPRET") == "1":
+            return None
+        if not torch.cuda.is_available():
+            return "no CUDA device (set TRITON_INTERPRET=1 to check kernels on CPU with Triton's interpreter)"
+        return None
+
+    def region_view(
+        self, region: Region, dims: tuple[DimRange, ...] = (), known_sizes: tuple[dict[str, int], ...] = ()
+    ) -> TritonRegionView | TorchRegionView:
+        try:
+            return self._kernel_view(region, dims)
+        except Unsupported:
+            return self.torch.region_view(region, dims)
+
+    def _kernel_view(self, region: Region, dims: tuple[DimRange, ...]) -> TritonRegionView:
+        prog = RowProgram(region, dims)
+        loads, scalar_loads, kernel_params, launch_args = [], [], [], []
+        # the rows: an input of the full shape (its shape is the outputs', its numel / N the grid)
+        row_input = next((v for v in region.inputs if v.spec.shape == prog.full and v.name not in prog.sliced), None)
+        for v in region.inputs:
+            ptr = f"{v.name}_ptr"
+            if v.name in prog.sliced:  # its slices load their parts of each row
+                kernel_params.append(ptr)
+                launch_args.append(v.name)
+                continue
+            kind = prog.kind_of(v.spec)
+            if kind == Kind.ROW_SCALAR:
+                scalar_loads.append(Line(f"{v.name} = tl.load({ptr} + row{prog.row_mask})"))
+            elif kind == Kind.COL:
+                loads.append(Line(f"{v.name} = tl.load({ptr} + cols, mask={prog.col_mask}, other=0.0)"))
+            else:
+                broadcast = prog.broadcast_row(v.spec.shape)
+                loads.append(Line(f"{v.name} = tl.load({ptr} + {broadcast or 'row'} * N + cols, mask=mask, other=0.0)"))
+            prog.exprs[v.name] = Expr(v.name, kind)
+            kernel_params.append(ptr)
+            launch_args.append(v.name)
+        if row_input is None:  # a sliced input: rows of its own width
+            row_input = next((v for v in region.inputs if v.name in prog.sliced), None)
+        if row_input is None:
+            raise Unsupported("no input spans the rows")
+        row_width = row_input.spec.shape[-1] if prog.n is not None or row_input.name in prog.sliced else None
+        n_expr = str(prog.n) if prog.n is not None else f"{row_input.name}.shape[-1]"
+        pending = ""  # a source comment waits for the first line an op emits (aliases emit none)
+        for op, comment in zip(region.ops, source_comments(region.ops)):
+            pending = comment or pending
+            start = len(prog.lines)
+            prog.op(op)
+            if pending and len(prog.lines) > start:
+                prog.lines[start] = Line(prog.lines[start].code, pending)
+                pending = ""
+        stores, allocations = [], []
+        lead = [render_dim(d) for d in row_input.spec.shape[:-1]]  # the rows' sizes, as the bucket binds them
+        for o in region.outputs:
+            kind = prog.kind_of(o.spec)
+            expr = prog.exprs[o.name]
+            if kind == Kind.ROW and expr.kind != Kind.ROW:
+                raise Unsupported("a row output computed as a per-row scalar")
+            if kind == Kind.COL:
+                raise Unsupported("an output that does not depend on the row")
+            if kind == Kind.ROW:
+                sizes_text = [*lead, prog.n_text() if prog.n is not None else render_dim(row_input.spec.shape[-1])]
+            else:
+                sizes_text = [*lead, "1"] if len(o.spec.shape) == len(prog.full) else list(lead)
+            ptr = f"{o.name}_out_ptr"
+            sizes, dtype = tuple_text(sizes_text), f"torch.{o.spec.dtype}"
+            allocations.append(
+                Line(f"{o.name} = empty_strided_cuda({sizes}, {tuple_text(contiguous_strides(sizes_text))}, {dtype}) "
+                     f"if _device >= 0 else torch.empty({sizes}, dtype={dtype}, device={row_input.name}.device)")
+            )
+            offset, masked = ("row * N + cols", ", mask=mask") if kind == Kind.ROW else ("row", prog.row_mask)
+            stores.append(Line(f"tl.store({ptr} + {offset}, {expr.text}{masked})"))
+            kernel_params.append(ptr)
+            launch_args.append(o.name)
+        plan = prog.plan
+        body = (prog.looped_body if plan.looped else prog.persistent_body)(scalar_loads, loads, stores)
+        # run-time sizes, passed after the tensors (never specialised on): the bucket's dynamic dims,
+        # which the bucket's branch binds from the input shapes before its steps; several rows per
+        # program: also the number of rows (the last program's tile runs past it)
+        programs = f"{row_input.name}.numel() // {row_width or n_expr}"
+        size_params, row_count = list(prog.size_params), ()
+        if plan.rows > 1:
+            row_count = (Line(f"_rows = {programs}"),)
+            size_params.append("_rows")
+            programs = f"(_rows + {plan.rows - 1}) // {plan.rows}"
+        runtime = [*size_params, *(["N"] if prog.n is None else [])]
+        return TritonRegionView(
+            name=region.name,
+            decorator=f"@triton.jit(do_not_specialize={runtime!r})" if runtime else "@triton.jit",
+            params=tuple(v.name for v in region.inputs),
+            kernel_params=(*kernel_params, *size_params),
+            n_param="N: tl.constexpr" if prog.n is not None else "N",
+            body=tuple(body),
+            schedule_note=plan.note(prog.n if prog.n is not None else f"N <= {prog.n_max}"),
+            programs=programs,
+            row_count=row_count,
+            allocations=tuple(allocations),
+            launch_args=(*launch_args, *size_params),
+            n=n_expr,
+            block=plan.block,
+            num_warps=plan.num_warps,
+        )

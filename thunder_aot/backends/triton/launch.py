@@ -1,0 +1,88 @@
+"""The Triton region as codegen sees it: its kernel's definition and the statements that launch it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from thunder_aot.backends.base import Line, nested, tuple_text
+
+
+@dataclass(frozen=True)
+class TritonRegionView:
+    template = "triton_region.py.jinja"
+    runs_kernel = True
+    name: str  # the kernel's name: <name>_kernel (the @triton.jit function) and <name> (its runtime Kernel)
+    decorator: str
+    params: tuple[str, ...]
+    kernel_params: tuple[str, ...]
+    n_param: str  # "N: tl.constexpr", or "N" for a row width known only at run time
+    body: tuple[Line, ...]  # the kernel's statements
+    schedule_note: str
+    programs: str  # the grid: how many programs one call launches
+    row_count: tuple[Line, ...]  # `_rows = ...` where a program takes several rows, else empty
+    allocations: tuple[Line, ...]
+    launch_args: tuple[str, ...]
+    n: str
+    block: int
+    num_warps: int
+
+    @property
+    def definition_key(self) -> tuple:
+        """What makes the compiled kernel: its text and its compile-time arguments. Regions with the
+        same key share one kernel and one compile."""
+        return (self.decorator, self.kernel_params, self.n_param, self.schedule_note, self.body, self.n, self.block, self.num_warps)
+
+    def sharing(self, name: str) -> "TritonRegionView":
+        return replace(self, name=name, template="")
+
+    @property
+    def tensor_names(self) -> tuple[str, ...]:
+        """The kernel's tensor arguments (inputs, then outputs); the rest of launch_args are sizes."""
+        return tuple(a for a in self.launch_args if a not in self.size_names)
+
+    @property
+    def size_names(self) -> tuple[str, ...]:
+        return tuple(p for p in self.kernel_params if not p.endswith("_ptr"))
+
+    @property
+    def steps(self) -> tuple[Line, ...]:
+        """Run-time sizes, output allocations, the kernel's arguments as the launcher takes them
+        (pointers as ints, then sizes), then the launch: where the kernel is compiled for ``_device``
+        (forward's direct-launch device, -1 for none) and the inputs' alignment, its C launch
+        function alone, on the current stream; otherwise ``Kernel.launch`` (compiles, or runs it as
+        the interpreter or torch.compile needs). An input off a 16-byte boundary gets its own
+        compiled kernel (outputs come from torch's allocator, which aligns far more)."""
+        tensors = self.tensor_names
+        raw = [f"{t}.data_ptr()" for t in tensors] + list(self.size_names)
+        inputs = [i for i, t in enumerate(tensors) if t in self.params]
+        misaligned = "(" + " | ".join(f"_raw[{i}]" for i in inputs) + ") & 15 != 0"
+        direct = f"_kernel[1]({self.programs}, 1, 1, raw_stream(_device), *_kernel[2], *_raw, {self.n}, {self.block})"
+        general = f"{self.name}.launch({self.programs}, {tuple_text(list(self.launch_args))}, _raw, _misaligned, {self.n})"
+        return (
+            *self.row_count,
+            *self.allocations,
+            Line(f"_raw = {tuple_text(raw)}"),
+            Line(f"_misaligned = {misaligned}"),
+            Line(f"_kernel = {self.name}.binaries.get(_device + _device + _misaligned)"),
+            Line(
+                "\n".join(
+                    (
+                        nested("if _kernel is not None:", (Line(direct),)).code,
+                        nested("else:", (Line(general),)).code,
+                    )
+                ),
+                "the C launch where the kernel is compiled for _device and this alignment; else Kernel.launch",
+            ),
+        )
+
+
+def contiguous_strides(sizes: list[str]) -> list[str]:
+    """Python text of a contiguous tensor's strides from its sizes' text (products of ints folded)."""
+    strides, step = [], "1"
+    for size in reversed(sizes):
+        strides.append(step)
+        if step.isdigit() and size.isdigit():
+            step = str(int(step) * int(size))
+        else:
+            step = size if step == "1" else step if size == "1" else f"{step} * {size}"
+    return strides[::-1]

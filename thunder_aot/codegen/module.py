@@ -1,0 +1,344 @@
+"""The module view: everything ``templates/module.py.jinja`` prints, decided from a Program and a backend.
+
+The templates only loop over these views and fill slots; every choice (which checks, which
+dispatch, which definitions are shared, what each program's branch says) is made here or in the
+backend's region views.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from thunder_aot import __version__
+from thunder_aot.backends.base import Backend, Line, RegionView, ops_use_device, render_arg, render_dim, tuple_text
+from thunder_aot.model import Bucket, BucketProgram, Program, ProgramInput, Region, SymDim, TorchCall
+from thunder_aot.runtime import RUNTIME_VERSION
+from thunder_aot.shapes import format_bucket
+
+#: the header line of a module exported with --unchecked
+UNCHECKED_NOTE = (
+    "UNCHECKED (--unchecked): no per-call checks of inputs, parameters or autograd; a wrong dtype, "
+    "device, layout or a converted module reads out of bounds or computes garbage"
+)
+
+#: what every generated module imports from the runtime library (more as its checks need)
+RUNTIME_NAMES = ("GeneratedModule", "NoBucketError", "module_call_needed", "no_bucket", "require")
+#: what the fast path (a guard per input shape) imports
+FAST_PATH_NAMES = ("dynamo_compiling", "is_grad_enabled", "record_guard")
+
+
+def _runtime_import(checks: list[Check], fast_path: bool) -> str:
+    names = set(RUNTIME_NAMES) | (set(FAST_PATH_NAMES) if fast_path else set())
+    names |= {c.error.partition("(")[0] for c in checks}
+    return f"from thunder_aot.runtime import {', '.join(sorted(names))}"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One per-call check of ``_dispatch``: a Python test that the call is wrong, and the error raised then."""
+
+    failure: str
+    error: str
+
+
+@dataclass(frozen=True)
+class DispatchEntry:
+    """One bucket: its test on the inputs' shapes and dtypes (shape_<i>, dtype_<i>), its program."""
+
+    keyword: str  # "if" or "elif"
+    condition: str
+    program: int
+    spec: str
+
+
+@dataclass(frozen=True)
+class ProgramView:
+    """One program's branch of ``forward``: its dynamic sizes, its steps, what it returns."""
+
+    index: int
+    label: str  # the buckets it serves
+    dims: tuple[tuple[str, str], ...]  # (dim name, expression reading it off the inputs)
+    steps: tuple[Line, ...]
+    returns: str
+
+
+@dataclass(frozen=True)
+class WarmupEntry:
+    """One bucket for warmup(): its dynamic dims with their ranges, and its inputs' shapes and
+    dtypes as Python text in those dims."""
+
+    ranges: str  # '{"s0": (1, 2048)}'
+    params: str  # "s0"
+    inputs: str  # "[((1, s0, 2880), torch.bfloat16)]"
+
+
+@dataclass(frozen=True)
+class ModuleView:
+    header: tuple[str, ...]
+    docstring: str
+    dispatch_doc: str
+    params_tuple: str  # forward's arguments as a tuple, for the guard table
+    imports: tuple[str, ...]
+    runtime_version: int
+    class_name: str
+    inputs: tuple[str, ...]
+    forward_params: tuple[str, ...]
+    bucket_specs: tuple[str, ...]
+    definitions: tuple[RegionView, ...]  # regions that emit a module-level definition, in order
+    checks: tuple[Check, ...]
+    input_vars: tuple[tuple[str, str, str], ...]  # (shape variable, dtype variable, input name)
+    dispatch: tuple[DispatchEntry, ...]
+    #: forward's selection of a program: the guard table's fast path, or ``_dispatch`` alone
+    select_template: str
+    fast_path: bool
+    fast_device: tuple[Line, ...]  # on the fast path: the call's ``_device`` (Triton)
+    checked_device: tuple[Line, ...]  # on the checked path: the same
+    programs: tuple[ProgramView, ...]
+    state_rows: tuple[str, ...]  # GeneratedModule.STATE rows
+    settings: tuple[tuple[str, str], ...]  # (attribute path, repr of the exported value)
+    warmup: tuple[WarmupEntry, ...]
+    fallback: bool
+    state_args: tuple[str, ...]  # forward's parameter/buffer arguments, read off self
+    state_args_in_call: tuple[str, ...]  # the same read off ``state`` (self.__dict__), as __call__ does
+
+
+def _bucket_condition(bucket: Bucket) -> str:
+    """Python test that the inputs (their shape_<i> and dtype_<i> locals) are in ``bucket``."""
+    parts: list[str] = []
+    bound: dict[str, str] = {}
+    ranges = {r.name: r for r in bucket.dims}
+    for i, spec in enumerate(bucket.inputs):
+        shape_var = f"shape_{i}"
+        parts.append(f"dtype_{i} is torch.{spec.dtype}")
+        if all(isinstance(d, int) for d in spec.shape):
+            parts.append(f"{shape_var} == {tuple(spec.shape)!r}")
+            continue
+        parts.append(f"len({shape_var}) == {len(spec.shape)}")
+        for axis, dim in enumerate(spec.shape):
+            here = f"{shape_var}[{axis}]"
+            if isinstance(dim, int):
+                parts.append(f"{here} == {dim}")
+            elif dim.name in bound:
+                parts.append(f"{here} == {bound[dim.name]}")
+            else:
+                r = ranges[dim.name]
+                parts.append(f"{r.lo} <= {here} <= {r.hi}")
+                bound[dim.name] = here
+    return " and ".join(parts)
+
+
+def _dim_reads(program: BucketProgram, user_inputs: list[ProgramInput], shape_0_bound: bool) -> list[tuple[str, str]]:
+    """Each dynamic dim of the program, read off the first input shape that carries it."""
+    reads: dict[str, str] = {}
+    for i, (spec, inp) in enumerate(zip(program.bucket.inputs, user_inputs)):
+        shape = "shape_0" if i == 0 and shape_0_bound else f"{inp.name}.shape"
+        for axis, dim in enumerate(spec.shape):
+            if isinstance(dim, SymDim) and dim.name not in reads:
+                reads[dim.name] = f"{shape}[{axis}]" if dim.coeff == 1 else f"{shape}[{axis}] // {dim.coeff}"
+    return list(reads.items())
+
+
+def _step_lines(program: BucketProgram, views: dict[str, RegionView]) -> tuple[Line, ...]:
+    """The program's steps in order: each region's statements (after a comment naming the prims
+    it fuses), torch calls for what was not fused. A kernel reads its inputs as contiguous: one
+    that torch ops made (a transposed view, say) is made contiguous first (a no-op when it is)."""
+    lines = []
+    from_torch: set[str] = set()  # values torch calls produced, not yet made contiguous
+    for step in program.steps:
+        if isinstance(step, Region):
+            view = views[step.name]
+            lines.append(Line("", f"{view.name}: {', '.join(op.prim for op in step.ops)}"))
+            if view.runs_kernel:
+                for v in step.inputs:
+                    if v.name in from_torch:
+                        lines.append(Line(f"{v.name} = {v.name}.contiguous()"))
+                        from_torch.discard(v.name)
+            else:  # a region run as torch ops may return views
+                from_torch.update(o.name for o in step.outputs)
+            lines += view.steps
+        else:
+            from_torch.update(o.name for o in step.outputs)
+            args = [render_arg(a) for a in step.args] + [f"{k}={render_arg(v)}" for k, v in step.kwargs]
+            targets = ", ".join(o.name for o in step.outputs)
+            lines.append(Line(f"{targets} = {step.target}({', '.join(args)})", step.source.comment() if step.source else ""))
+    if ops_use_device([s for s in program.steps if isinstance(s, TorchCall)]):
+        lines.insert(0, Line(f"device = {program.inputs[0].name}.device"))
+    return tuple(lines)
+
+
+def _warmup_entry(bucket: Bucket) -> WarmupEntry:
+    ranges = "{" + ", ".join(f'"{r.name}": ({r.lo}, {r.hi})' for r in bucket.dims) + "}"
+    shapes = []
+    for spec in bucket.inputs:
+        dims = ", ".join(render_dim(d) for d in spec.shape)
+        shapes.append(f"(({dims}{',' if len(spec.shape) == 1 else ''}), torch.{spec.dtype})")
+    return WarmupEntry(ranges, ", ".join(r.name for r in bucket.dims), "[" + ", ".join(shapes) + "]")
+
+
+def _state_lookup(p: ProgramInput, in_call: bool = False) -> str:
+    """``self._modules["norm"]._parameters["weight"]``: where nn.Module.__getattr__ would find the
+    tensor, without its Python fallback. ``in_call``: the same read off the module's ``__dict__``,
+    which __call__ binds to ``state``: ``state["_modules"]["norm"]._parameters["weight"]``."""
+    *owners, leaf = p.source_name.split(".")
+    store = "_parameters" if p.kind == "parameter" else "_buffers"
+    first, *rest = [*(("_modules", o) for o in owners), (store, leaf)]
+    tail = "".join(f'.{attr}["{key}"]' for attr, key in rest)
+    return f'state["{first[0]}"]["{first[1]}"]{tail}' if in_call else f'self.{first[0]}["{first[1]}"]{tail}'
+
+
+def _region_name(region: Region, program: BucketProgram, programs: int) -> str:
+    """``fusion0``: a region's definition, named by its place in the program (``program1_fusion0``
+    where the module has several programs)."""
+    k = region.name.removeprefix("aotFusion")
+    return f"fusion{k}" if programs == 1 else f"program{program.index}_fusion{k}"
+
+
+def _checks(program: Program, backend: Backend, user_inputs: list[ProgramInput], kernel_inputs: set[str], kernels_run: bool) -> list[Check]:
+    """What ``_dispatch`` tests of every call before it trusts the kernels with raw memory."""
+    owner = "_OWNER"
+    first = user_inputs[0].name
+    checks = []
+    for p in user_inputs:
+        if not kernels_run:
+            checks.append(Check(f"not isinstance({p.name}, torch.Tensor)", f'bad_input({owner}, "{p.name}", {p.name}, "a tensor")'))
+            continue
+        tests = [f"isinstance({p.name}, torch.Tensor)", backend.input_requirement.format(name=p.name)]
+        expected = backend.input_requirement_text
+        if p.name != first:
+            tests.append(f"{p.name}.get_device() == {first}.get_device()")
+            expected += f" on {first}'s device"
+        checks.append(Check(f"not ({' and '.join(tests)})", f'bad_input({owner}, "{p.name}", {p.name}, "{expected}")'))
+    if not kernels_run:
+        return checks
+    specs = {v.name: v.spec for v in program.programs[0].inputs}
+    for p in program.inputs:
+        if p.kind == "input" or p.name not in kernel_inputs:
+            continue
+        spec = specs[p.name]
+        shape = tuple(int(d) for d in spec.shape)
+        test = (
+            f"{p.name}.dtype is torch.{spec.dtype} and {p.name}.get_device() == {first}.get_device()"
+            f" and {p.name}.shape == {shape!r} and {p.name}.is_contiguous()"
+        )
+        wanted = f"a contiguous {spec.dtype} tensor of shape {'x'.join(map(str, shape)) or 'scalar'} on {first}'s device"
+        checks.append(Check(f"not ({test})", f'bad_state({owner}, "{p.source_name}", {p.name}, "{wanted}", {first}.device)'))
+    if not backend.supports_autograd:
+        any_grad = " or ".join(f"{p.name}.requires_grad" for p in program.inputs)
+        checks.append(Check(f"torch.is_grad_enabled() and ({any_grad})", f'no_autograd({owner}, "{backend.name}")'))
+    return checks
+
+
+def module_view(program: Program, backend: Backend, command: str, versions: dict[str, str], checks: bool = True) -> ModuleView:
+    """Everything the module template needs. ``checks=False`` (``--unchecked``) leaves out the
+    per-call input, parameter and autograd checks; the bucket dispatch stays."""
+    user_inputs = [p for p in program.inputs if p.kind == "input"]
+    state_inputs = [p for p in program.inputs if p.kind != "input"]
+    definitions: list[RegionView] = []
+    shared: dict[tuple, str] = {}  # a definition's key -> the name of the region that emits it
+    kernel_inputs: set[str] = set()  # names some kernel reads as raw memory
+    program_views: list[tuple[BucketProgram, dict[str, RegionView]]] = []
+    for bp in program.programs:
+        known = tuple(_env_of(bucket, bp) for bucket, index in program.dispatch if index == bp.index and bucket.is_exact)
+        views: dict[str, RegionView] = {}
+        for region in bp.regions():
+            named = Region(_region_name(region, bp, len(program.programs)), region.inputs, region.outputs, region.ops)
+            view = backend.region_view(named, bp.bucket.dims, known)
+            key = view.definition_key
+            if key is not None and key in shared:
+                view = view.sharing(shared[key])
+            elif view.template:
+                definitions.append(view)
+                if key is not None:
+                    shared[key] = view.name
+            if view.runs_kernel:
+                kernel_inputs.update(v.name for v in region.inputs)
+            views[region.name] = view
+        program_views.append((bp, views))
+    runs_kernels = bool(kernel_inputs)
+    kernels_run = bool(backend.input_requirement) and runs_kernels and checks  # the module's checks guard kernels
+    device_per_call = backend.device_per_call and runs_kernels
+    first = user_inputs[0].name
+    programs = []
+    for bp, views in program_views:
+        steps = _step_lines(bp, views)
+        code = "\n".join(step.code for step in steps)
+        dims = [(n, e) for n, e in _dim_reads(bp, user_inputs, kernels_run) if re.search(rf"\b{n}\b", code)]
+        served = [format_bucket(b) for b, index in program.dispatch if index == bp.index]
+        returns = ", ".join(bp.outputs) + ("," if program.returns_tuple and len(bp.outputs) == 1 else "")
+        programs.append(ProgramView(bp.index, "; ".join(served), tuple(dims), steps, returns))
+    bucket_specs = tuple(format_bucket(b) for b, _ in program.dispatch)
+    header = (
+        f"@generated by thunder-aot {__version__} from templates/module.py.jinja -- do not edit by hand.",
+        f"Regenerate: {command}",
+        f"Source: {program.source} ({program.class_name})",
+        f"Backend: {backend.name}",
+        "Buckets (dispatch order, most specific first) -> program:",
+        *(f"  {spec} -> {index}" for spec, (_, index) in zip(bucket_specs, program.dispatch)),
+        "Versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()),
+        *(() if checks else (UNCHECKED_NOTE,)),
+    )
+    spec_of = {v.name: v.spec for v in program.programs[0].inputs}
+    state_rows = tuple(
+        f'("{p.source_name}", "{p.kind}", {tuple(int(d) for d in spec_of[p.name].shape)!r}, '
+        f"torch.{spec_of[p.name].dtype}, {p.persistent})"
+        for p in state_inputs
+    )
+    docstring = (
+        f"{program.class_name} from {program.source}, exported by thunder-aot ({backend.name} backend).\n\n"
+        "Imports torch" + (", the backend library" if backend.imports and runs_kernels else "")
+        + " and thunder_aot.runtime; Thunder is not imported."
+        + ("" if checks else f"\n\n{UNCHECKED_NOTE}.")
+    )
+    module_checks = _checks(program, backend, user_inputs, kernel_inputs, kernels_run) if checks else []
+    dispatch_doc = (
+        "The checked path: every check of the arguments, then the program of the first bucket the\n"
+        "    inputs' shapes and dtypes match; records a guard of these tensors for their shape."
+        if kernels_run
+        else "The program of the first bucket the inputs' shapes and dtypes match."
+    )
+    return ModuleView(
+        header=header,
+        docstring=docstring,
+        dispatch_doc=dispatch_doc,
+        params_tuple=tuple_text([p.name for p in program.inputs]),
+        imports=("import torch", *(backend.imports if runs_kernels else ()), _runtime_import(module_checks, kernels_run)),
+        runtime_version=RUNTIME_VERSION,
+        class_name=program.class_name,
+        inputs=tuple(p.name for p in user_inputs),
+        forward_params=tuple(p.name for p in program.inputs),
+        bucket_specs=bucket_specs,
+        definitions=tuple(definitions),
+        checks=tuple(module_checks),
+        input_vars=tuple((f"shape_{i}", f"dtype_{i}", p.name) for i, p in enumerate(user_inputs)),
+        dispatch=tuple(
+            DispatchEntry("if" if k == 0 else "elif", _bucket_condition(bucket), index, format_bucket(bucket))
+            for k, (bucket, index) in enumerate(program.dispatch)
+        ),
+        select_template="select_guarded.py.jinja" if kernels_run else "select_plain.py.jinja",
+        fast_path=kernels_run,
+        fast_device=(
+            Line("_device = fast[3]", "the guard fixed the tensors' device; kernels launch directly on the current one"),
+            Line("if _device >= 0 and _device != current_device():\n    _device = -1"),
+        )
+        if device_per_call
+        else (),
+        checked_device=(Line(f"_device = eager_device({first})"),) if device_per_call else (),
+        programs=tuple(programs),
+        state_rows=state_rows,
+        settings=tuple((path, repr(value)) for path, value in program.attributes),
+        warmup=tuple(_warmup_entry(bucket) for bucket, _ in program.dispatch),
+        fallback=program.fallback,
+        state_args=tuple(_state_lookup(p) for p in state_inputs),
+        state_args_in_call=tuple(_state_lookup(p, in_call=True) for p in state_inputs),
+    )
+
+
+def _env_of(bucket: Bucket, program: BucketProgram) -> dict[str, int]:
+    """The program's dynamic dims at the exact bucket's shapes."""
+    env = {}
+    for spec, exact in zip(program.bucket.inputs, bucket.inputs):
+        for d, size in zip(spec.shape, exact.shape):
+            if isinstance(d, SymDim):
+                env[d.name] = size // d.coeff
+    return env

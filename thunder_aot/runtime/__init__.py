@@ -1,0 +1,248 @@
+"""The runtime library every generated module imports: what is generic to them, written once.
+
+A generated module holds only what is specific to its source module (its kernels or
+FusionDefinitions, its bucket table, its dispatch and its class); everything else lives here:
+the guard table of the fast path, the one-line errors, the base class with ``from_module``,
+``warmup`` and the fallback, and (in :mod:`.nvfuser` and :mod:`.triton`) the first-call locks,
+compiles and launches. Importing it costs torch and nothing else: no Thunder, Jinja or black.
+
+``RUNTIME_VERSION`` grows whenever what generated modules may call changes; a generated module
+calls :func:`require` at import with the version it was written for, and an older runtime refuses
+it (as protobuf's generated code checks its runtime).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable
+
+import torch
+
+#: the interface version generated modules are written against
+RUNTIME_VERSION = 1
+
+__all__ = [
+    "RUNTIME_VERSION",
+    "GUARD_LIMIT",
+    "GeneratedModule",
+    "NoBucketError",
+    "bad_input",
+    "bad_state",
+    "dynamo_compiling",
+    "is_grad_enabled",
+    "module_call_needed",
+    "no_autograd",
+    "no_bucket",
+    "record_guard",
+    "require",
+]
+
+
+def require(version: int) -> None:
+    """Refuse to run a generated module written for a newer runtime than this one."""
+    if version > RUNTIME_VERSION:
+        raise ImportError(
+            f"this module was generated for thunder-aot runtime version {version}; the installed thunder-aot "
+            f"provides version {RUNTIME_VERSION}: upgrade thunder-aot"
+        )
+
+
+class NoBucketError(ValueError):
+    """The inputs match none of a generated module's buckets."""
+
+
+def _describe(t: object) -> str:
+    if isinstance(t, torch.Tensor):
+        return f"{'x'.join(map(str, t.shape))}:{str(t.dtype).removeprefix('torch.')}"
+    return type(t).__name__
+
+
+def no_bucket(owner: str, names: Iterable[str], values: Iterable[object], buckets: Iterable[str]) -> NoBucketError:
+    """The one-line error for inputs outside every bucket: each input's shape and dtype, and the buckets."""
+    got = ", ".join(f"{name} {_describe(t)}" for name, t in zip(names, values))
+    return NoBucketError(f"{owner} (thunder-aot): no bucket for {got}; expected one of: {'; '.join(buckets)}")
+
+
+def no_autograd(owner: str, backend: str) -> RuntimeError:
+    return RuntimeError(
+        f"{owner} (thunder-aot, {backend}) computes no gradients, and a tensor it got requires grad: call it under "
+        "torch.no_grad() or torch.inference_mode(), or requires_grad_(False) the module"
+    )
+
+
+def bad_input(owner: str, name: str, t: object, expected: str) -> ValueError:
+    got = f"{t.device} tensor, contiguous={t.is_contiguous()}" if isinstance(t, torch.Tensor) else type(t).__name__
+    return ValueError(f"{owner} (thunder-aot): {name} must be {expected}; got a {got}")
+
+
+def bad_state(owner: str, path: str, t: torch.Tensor, expected: str, device: torch.device) -> ValueError:
+    got = (
+        f"{str(t.dtype).removeprefix('torch.')} tensor of shape {'x'.join(map(str, t.shape)) or 'scalar'} on "
+        f"{t.device}, contiguous={t.is_contiguous()}"
+    )
+    return ValueError(
+        f"{owner} (thunder-aot): {path} must be {expected} ({device}); got a {got}"
+        " (was the module converted after export? re-export for other dtypes)"
+    )
+
+
+# --- the fast path: a C++ guard per input shape -----------------------------------------------
+
+#: torch's C++ tensor test, the one torch.compile guards its graphs' inputs with (None on a torch
+#: without it: every call then takes the checked path)
+try:
+    from torch._C._dynamo.guards import TensorGuards
+except ImportError:  # pragma: no cover - a torch without dynamo's guards
+    TensorGuards = None
+
+is_grad_enabled = torch.is_grad_enabled
+dynamo_compiling = torch.compiler.is_dynamo_compiling
+_tracing = torch.compiler.is_compiling
+
+
+def guard(*tensors: torch.Tensor) -> Callable[..., bool]:
+    """A test that tensors have these tensors' Python type, dispatch keys (device type, autograd,
+    inference), dtype, device index, requires_grad, sizes and strides (a size-1 dim's stride is
+    free): whatever passes it passes the checks these tensors passed."""
+    return TensorGuards(
+        *tensors,
+        dynamic_dims_sizes=[list(t.shape) for t in tensors],
+        dynamic_dims_strides=[[None if n == 1 else s for n, s in zip(t.shape, t.stride())] for t in tensors],
+    ).check
+
+
+#: the most shapes one module's guard table holds (the rest take the checked path)
+GUARD_LIMIT = 4096
+
+
+def record_guard(table: dict, shape: torch.Size, program: int, tensors: tuple[torch.Tensor, ...]) -> None:
+    """Record in a generated module's guard table (a plain dict, for the hot path's lookup):
+    the first input's shape -> ``(guard, program, no tensor requires grad, device index)``.
+
+    ``forward`` looks the shape up and, when the entry's guard passes (and gradients are off where
+    some tensor requires grad), runs the entry's program without the checks; ``_dispatch`` runs the
+    checks and records an entry. The last call of a shape wins; at most ``GUARD_LIMIT`` shapes are
+    held. The device index is the tensors' (-1 for CPU tensors, as Triton's interpreter gets)."""
+    if TensorGuards is None or _tracing() or (shape not in table and len(table) >= GUARD_LIMIT):
+        return
+    grad_free = not any(t.requires_grad for t in tensors)
+    table[shape] = (guard(*tensors), program, grad_free, tensors[0].get_device())
+
+
+# --- the nn.Module ------------------------------------------------------------------------------
+
+#: torch's registries of hooks that apply to every module (register_module_forward_hook & co.)
+_GLOBAL_FORWARD_PRE_HOOKS = torch.nn.modules.module._global_forward_pre_hooks
+_GLOBAL_FORWARD_HOOKS = torch.nn.modules.module._global_forward_hooks
+_GLOBAL_BACKWARD_PRE_HOOKS = torch.nn.modules.module._global_backward_pre_hooks
+_GLOBAL_BACKWARD_HOOKS = torch.nn.modules.module._global_backward_hooks
+
+
+def module_call_needed(state: dict) -> bool:
+    """Whether a call of a module with this ``__dict__`` must go through ``nn.Module.__call__``:
+    hooks (its own or global ones), ``module.compile()``, or a ``forward`` replaced on the instance.
+    Generated ``__call__``s skip nn.Module's generic path otherwise (it costs 1-3 µs a call)."""
+    return bool(
+        state["_forward_pre_hooks"]
+        or state["_forward_hooks"]
+        or state["_backward_pre_hooks"]
+        or state["_backward_hooks"]
+        or state.get("_compiled_call_impl") is not None
+        or "forward" in state
+        or _GLOBAL_FORWARD_PRE_HOOKS
+        or _GLOBAL_FORWARD_HOOKS
+        or _GLOBAL_BACKWARD_PRE_HOOKS
+        or _GLOBAL_BACKWARD_HOOKS
+    )
+
+
+class GeneratedModule(torch.nn.Module):
+    """Base of every generated ``nn.Module``: what they share, driven by their class tables.
+
+    - ``STATE``: per parameter or buffer, ``(state_dict key, "parameter" | "buffer", shape,
+      dtype, persistent)``, in the order ``forward`` takes them;
+    - ``EXPORTED_SETTINGS``: each setting the export baked in (``"variance_epsilon": 1e-05``);
+    - ``WARMUP``: per bucket, its dynamic dims' ranges and a function of those dims giving its
+      inputs' ``(shape, dtype)``;
+    - ``FALLBACK``: whether a module built by ``from_module`` runs the source module's forward
+      for inputs outside every bucket.
+    """
+
+    STATE: tuple[tuple[str, str, tuple[int, ...], torch.dtype, bool], ...] = ()
+    EXPORTED_SETTINGS: dict[str, object] = {}
+    WARMUP: tuple[tuple[dict[str, tuple[int, int]], Callable[..., list]], ...] = ()
+    FALLBACK = False
+
+    def __init__(self, *, device: torch.device | str | None = None) -> None:
+        """Uninitialised parameters and buffers with the source's names (fill them with
+        ``load_state_dict``); ``from_module`` shares a source module's tensors instead."""
+        super().__init__()
+        for key, kind, shape, dtype, persistent in self.STATE:
+            self._place(key, kind, torch.empty(shape, dtype=dtype, device=device), persistent)
+
+    def _place(self, key: str, kind: str, tensor: torch.Tensor, persistent: bool) -> None:
+        owner: torch.nn.Module = self
+        *path, leaf = key.split(".")
+        for name in path:
+            if name not in owner._modules:
+                owner.add_module(name, torch.nn.Module())
+            owner = owner._modules[name]
+        if kind == "parameter":
+            owner.register_parameter(leaf, tensor if isinstance(tensor, torch.nn.Parameter) else torch.nn.Parameter(tensor))
+        else:
+            owner.register_buffer(leaf, tensor, persistent=persistent)
+
+    @classmethod
+    def from_module(cls, source: torch.nn.Module):
+        """A module computing ``source``'s forward that shares (does not copy) its tensors.
+
+        Raises ValueError when ``source`` has other settings (eps, scales) than the exported one."""
+        for path, exported in cls.EXPORTED_SETTINGS.items():
+            owner = source
+            for part in path.split("."):
+                owner = getattr(owner, part)
+            if owner != exported:
+                raise ValueError(
+                    f"{cls.__name__} (thunder-aot) was exported for {path}={exported!r}; the source has {owner!r}"
+                )
+        module = cls(device="meta")
+        for key, kind, _shape, _dtype, persistent in cls.STATE:
+            tensor = source.get_parameter(key) if kind == "parameter" else source.get_buffer(key)
+            module._place(key, kind, tensor, persistent)
+        if cls.FALLBACK:
+            module.__dict__["_fallback_source"] = source  # not a submodule: state_dict stays the source's
+        return module
+
+    def _outside_buckets(self, error: NoBucketError, *inputs):
+        """Inputs outside every bucket: the source module's forward (``FALLBACK``), else ``error``."""
+        source = self.__dict__.get("_fallback_source")
+        if source is None:
+            raise error
+        return source(*inputs)
+
+    def warmup(self, device: torch.device | str | None = None, **sizes: list[int]) -> int:
+        """Call every bucket once per size (default: each dynamic dim at its edges; pass e.g.
+        ``s0=[1, 15, 128]`` to choose), so that kernels are recorded and compiled before serving.
+        Returns the number of calls made."""
+        if device is None:
+            tensors = itertools.chain(self.parameters(), self.buffers())
+            first = next(tensors, None)
+            device = first.device if first is not None else ("cuda" if torch.cuda.is_available() else "cpu")
+        calls = 0
+        for ranges, make_inputs in self.WARMUP:
+            choices = [sizes.get(name, bounds) for name, bounds in ranges.items()]
+            for values in itertools.product(*choices):
+                if not all(lo <= v <= hi for v, (lo, hi) in zip(values, ranges.values())):
+                    continue
+                args = [torch.randn(shape, device=device).to(dtype) for shape, dtype in make_inputs(*values)]
+                with torch.no_grad():
+                    self(*args)
+                calls += 1
+        return calls
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        # a subclass of a generated class with a forward of its own (and no __call__) is called
+        # through nn.Module.__call__, which calls that forward
+        super().__init_subclass__(**kwargs)
+        if "forward" in cls.__dict__ and "__call__" not in cls.__dict__:
+            cls.__call__ = torch.nn.Module.__call__

@@ -1,0 +1,118 @@
+"""Run-time support of generated Triton modules: compile once per device and alignment, launch
+through the compiled kernel's C launch function on the current stream.
+
+A generated module holds each kernel as a :class:`Kernel` (a dict of its compiled binaries) and
+writes the launch out in its ``forward``: where ``kernel.get(key)`` finds the binary compiled for
+the call's device and pointer alignment, its C launch function alone; otherwise
+:meth:`Kernel.launch` (it compiles, or runs the kernel as Triton's interpreter or torch.compile
+needs, or switches to another device).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+
+import torch
+
+__all__ = ["INTERPRET", "Kernel", "current_device", "eager_device", "empty_strided_cuda", "raw_stream"]
+
+#: Triton's interpreter runs the kernels on CPU tensors (for checking them without a GPU)
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+_compiling = torch.compiler.is_compiling
+_COMPILE_LOCK = threading.Lock()
+#: the current device and its raw current stream, as torch.compile's generated code reads them
+#: (public fallbacks where torch lacks them)
+current_device = getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device)
+raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
+    lambda index: torch.cuda.current_stream(index).cuda_stream
+)
+#: an empty tensor on the current CUDA device, as torch.compile's generated code allocates (no
+#: argument parser, no dispatcher); generated modules allocate outputs through it where the
+#: call's ``_device`` >= 0 (their inputs are on the current device)
+try:
+    from torch._C._dynamo.guards import _empty_strided_cuda as empty_strided_cuda
+except ImportError:  # pragma: no cover - a torch without it: the public call, on the current device
+
+    def empty_strided_cuda(sizes: tuple, strides: tuple, dtype: torch.dtype) -> torch.Tensor:
+        return torch.empty_strided(sizes, strides, dtype=dtype, device="cuda")
+
+
+def eager_device(t: torch.Tensor) -> int:
+    """A call's ``_device`` on the checked path: ``t``'s CUDA device index where kernels can launch
+    directly (eager CUDA, not Triton's interpreter or torch.compile's tracing, and ``t`` on the
+    current device), else -1."""
+    if INTERPRET or _compiling():
+        return -1
+    index = t.get_device()
+    return index if index == current_device() else -1
+
+
+class Kernel:
+    """A ``@triton.jit`` kernel, its compile-time constants (``BLOCK``, ``num_warps``), and its
+    compiled binaries (a plain dict, for the hot path's lookup) by ``device index * 2 + inputs
+    misaligned``: each entry is (compiled kernel, launch function, the launch's leading
+    arguments). Triton specialises pointers on 16-byte alignment, so a binary compiled for
+    aligned tensors never sees an unaligned one."""
+
+    __slots__ = ("fn", "block", "num_warps", "binaries")
+
+    def __init__(self, fn, block: int, num_warps: int) -> None:
+        self.binaries: dict[int, tuple] = {}
+        self.fn = fn
+        self.block = block
+        self.num_warps = num_warps
+
+    def compile(self, key: int, args: tuple, n: int) -> tuple:
+        """Compile for these arguments' device and alignment, once (thread-safe). The launch
+        function is the C launch of the kernel's launcher where the kernel needs no scratch memory
+        (skipping the launcher's Python wrapper), else ``CompiledKernel.run`` itself."""
+        with _COMPILE_LOCK:
+            if key not in self.binaries:
+                with torch.cuda.device(args[0].device):
+                    binary = self.fn.warmup(*args, N=n, BLOCK=self.block, num_warps=self.num_warps, grid=(1,))
+                    binary._init_handles()
+                run = binary.run
+                launch = getattr(run, "launch", None)
+                if (
+                    launch is not None
+                    and not getattr(run, "global_scratch_size", 1)
+                    and not getattr(run, "profile_scratch_size", 1)
+                ):
+                    head = (
+                        binary.function,
+                        run.launch_cooperative_grid,
+                        run.launch_pdl,
+                        None,
+                        None,
+                        binary.packed_metadata,
+                        None,
+                        None,
+                        None,
+                    )
+                else:
+                    launch, head = run, (binary.function, binary.packed_metadata, None, None, None)
+                self.binaries[key] = (binary, launch, head)
+        return self.binaries[key]
+
+    def launch(self, programs: int, args: tuple, raw: tuple, misaligned: bool, n: int) -> None:
+        """Launch ``programs`` programs where ``forward``'s direct launch cannot: the first call for
+        a device and alignment (it compiles), a device other than the current one, Triton's
+        interpreter, torch.compile's tracing. ``args``: the tensors and run-time sizes; ``raw``: the
+        same with each tensor as its ``data_ptr()`` (the launcher then neither calls ``data_ptr()``
+        nor asks the driver about the pointer: the module's checks already ensured CUDA tensors on
+        one device)."""
+        if INTERPRET or _compiling():
+            # Triton's interpreter on CPU; under torch.compile, the launch that dynamo understands
+            # (inductor then compiles the kernel into its own graph as a user-defined Triton kernel)
+            self.fn[(programs,)](*args, N=n, BLOCK=self.block, num_warps=self.num_warps)
+            return
+        index = args[0].get_device()
+        key = index + index + misaligned
+        entry = self.binaries.get(key)
+        if entry is None:
+            entry = self.compile(key, args, n)
+        # the launch runs in the current device's context
+        with torch.cuda.device(index) if index != current_device() else contextlib.nullcontext():
+            entry[1](programs, 1, 1, raw_stream(index), *entry[2], *raw, n, self.block)
