@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 
-.PHONY: setup example test golden gpu-test
+.PHONY: setup example test test-fast golden gpu-test
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,10 @@ example: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+# The fast tier for development: no Thunder tracing, no whole-module interpreter runs (under 2 minutes).
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not traces and not gpu and not slow"
 
 # Refresh the golden files in generated/ after changing the generator or its templates.
 golden: $(STAMP)
