@@ -4,6 +4,8 @@
 :class:`RowProgram` walks the region's prims; :data:`ROW_OPS` maps each prim to the function that
 writes its Triton expression. A region outside that class raises :class:`Unsupported`, and the
 backend renders it as torch calls instead, so correctness never depends on coverage.
+
+(Over 400 lines: :class:`RowProgram` and the op table whose rows call its methods are one unit.)
 """
 
 from __future__ import annotations
