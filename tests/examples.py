@@ -22,7 +22,7 @@ EXPORTS = [
 ]
 BACKENDS = ["nvfuser", "torch", "triton"]
 
-#: modules whose every op must land in a fusion region (issue 3's coverage list), with shapes
+#: modules whose every op must land in a fusion region (the coverage the fusion tests hold them to), with shapes
 FULLY_FUSED = [
     ("thunder_aot.examples.gpt_oss:rmsnorm", "1x[1..64]x2880:bf16"),
     ("thunder_aot.examples.blocks:layer_norm", "[1..64]x1024:bf16"),
@@ -32,7 +32,7 @@ FULLY_FUSED = [
     ("thunder_aot.examples.blocks:residual_rmsnorm", "1x[S=1..64]x2880:bf16, 1x[S]x2880:bf16"),
 ]
 
-#: real submodules of transformers models (issue 6): (import path, shapes, torch calls that may stay unfused)
+#: real submodules of transformers models: (import path, shapes, torch calls that may stay unfused)
 HF_SUBMODULES = [
     ("thunder_aot.examples.hf:llama_rmsnorm", "1x[1..64]x256:bf16", set()),
     ("thunder_aot.examples.hf:qwen2_rmsnorm", "1x[1..64]x256:bf16", set()),

@@ -101,3 +101,18 @@ def test_generated_module_base_shares_tensors_checks_settings_and_falls_back():
     src.inner.eps = 1e-5
     with pytest.raises(ValueError, match=r"exported for inner.eps=1e-06; the source has 1e-05"):
         _Norm.from_module(src)
+
+
+def test_without_the_exporters_dependencies_the_cli_says_which_extra_to_install():
+    """A deployment holds torch and the runtime only: export says, in one line, what it lacks."""
+    code = (
+        "import sys; sys.modules['black'] = None; sys.modules['jinja2'] = None;"
+        "from thunder_aot.cli import main;"
+        "sys.exit(main(['export', 'thunder_aot.examples.gpt_oss:rmsnorm', '--shapes', '1x4x2880']))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert out.stderr.strip().splitlines() == [
+        "thunder-aot: error: export needs the exporter's dependencies (jinja2, black missing): "
+        "pip install 'thunder-aot[export]'"
+    ]

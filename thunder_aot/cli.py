@@ -212,8 +212,27 @@ _WRITTEN_WHEN_INTERRUPTED = {
 }
 
 
+#: what ``export``, ``check`` and ``bench`` import beyond the runtime (``pip install 'thunder-aot[export]'``)
+EXPORTER_MODULES = {"thunder": "lightning-thunder", "jinja2": "jinja2", "black": "black"}
+
+
+def missing_exporter_packages() -> list[str]:
+    """The exporter's dependencies this environment lacks (a deployment may hold only the runtime)."""
+    import importlib.util
+
+    return [package for module, package in EXPORTER_MODULES.items() if importlib.util.find_spec(module) is None]
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    missing = missing_exporter_packages()
+    if missing:
+        print(
+            f"thunder-aot: error: {args.command} needs the exporter's dependencies ({', '.join(missing)} missing): "
+            "pip install 'thunder-aot[export]'",
+            file=sys.stderr,
+        )
+        return 2
     _INTERRUPTED.clear()
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = (signal.getsignal(signal.SIGINT) or signal.default_int_handler) if in_main_thread else None
