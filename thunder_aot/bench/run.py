@@ -1,0 +1,179 @@
+"""``run_bench``: export the module per backend, check every system against eager, time them."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+
+import torch
+
+from thunder_aot.bench.floors import bare_launches, io_bytes
+from thunder_aot.bench.model import Call, Measurement, Report, points_for
+from thunder_aot.bench.report import floor_of
+from thunder_aot.bench.timing import copy_bandwidth_gb_per_s, device_time_us, interleaved_times
+from thunder_aot.errors import ExportError
+
+def _check(name: str, expected: object, actual: object, where: str) -> None:
+    from thunder_aot.verify import compare
+
+    actual = actual[0] if isinstance(actual, list) and not isinstance(expected, (list, tuple)) else actual
+    compare(expected, actual, f"{name} at {where}")
+
+
+def run_bench(
+    source: str,
+    shapes: list[str],
+    backends: list[str],
+    *,
+    sizes: list[int] | None = None,
+    device: str = "auto",
+    rounds: int = 3,
+    min_run_time: float = 0.1,
+    command: str = "",
+    progress: Callable[[str], None] = lambda m: None,
+    checkpoint: Callable[[Report], None] = lambda r: None,
+) -> Report:
+    import copy
+    import importlib.util
+
+    from thunder_aot.backends import get_backend
+    from thunder_aot.export import ExportRequest, export, versions
+    from thunder_aot.export.resolve import resolve_module
+    from thunder_aot.shapes import parse_shapes
+    from thunder_aot.verify import load_module_from_text, random_tensor
+
+    cuda = torch.cuda.is_available() if device == "auto" else device == "cuda"
+    if cuda and not torch.cuda.is_available():
+        raise ExportError("--device cuda asked for, but no CUDA device is available")
+    dev = "cuda" if cuda else "cpu"
+    torch.set_num_threads(1)
+    buckets = parse_shapes(shapes)
+    source_module = resolve_module(source).eval()
+    module = copy.deepcopy(source_module).to(dev)
+    state = list(module.state_dict().values())
+    points = [p for b in buckets for p in points_for(b, sizes)]
+    skipped: dict[str, str] = {}
+
+    generated = {}
+    for spec in backends:
+        name, _, mode = spec.partition(":")
+        if mode not in ("", "unchecked"):
+            raise ExportError(f"bench --backends: {spec!r}: expected NAME or NAME:unchecked")
+        system = f"thunder-aot({name}{', unchecked' if mode else ''})"
+        backend = get_backend(name)
+        reason = backend.unavailable_reason() if (cuda or name != "torch") else None
+        if name != "torch" and not cuda:
+            reason = reason or "needs CUDA"
+        if reason:
+            skipped[system] = reason
+            continue
+        progress(f"exporting with the {name} backend{' (unchecked)' if mode else ''}")
+        request = ExportRequest(source, tuple(shapes), backend=name, checks=not mode)
+        text = export(request, verify=False, progress=progress)
+        gen = load_module_from_text(text, f"bench_{name}{'_unchecked' if mode else ''}")
+        generated[system] = getattr(gen, type(module).__name__).from_module(module)
+
+    import thunder
+
+    jitted = thunder.jit(module)
+    compiled = None
+    thunderfx = None
+    if cuda:
+        from thunder.dynamo import thunderfx as make_thunderfx
+
+        torch._dynamo.config.recompile_limit = max(64, len(points) + 8)
+        compiled = torch.compile(module)
+        thunderfx = make_thunderfx(module)
+    else:
+        skipped["torch.compile"] = "not run on CPU: inductor compiles C++ for every new shape (minutes)"
+        skipped["thunderfx"] = "not run on CPU: the seed compares it on CUDA (it goes through torch.compile's dynamo)"
+    nvfuser_here = cuda and importlib.util.find_spec("nvfuser_direct") is not None
+    if not nvfuser_here:
+        skipped["FDWrapper"] = skipped["FD.execute"] = "needs CUDA and nvFuser" if cuda else "needs CUDA"
+
+    report = Report(
+        title=f"{type(module).__name__} ({source})",
+        command=command,
+        device=torch.cuda.get_device_name() if cuda else "CPU",
+        versions=versions(),
+        systems=[],
+        points=[p.label for p in points],
+    )
+    if cuda:
+        report.copy_gb_per_s = copy_bandwidth_gb_per_s()
+    gen_generator = torch.Generator().manual_seed(0)
+    for point in points:
+        env = dict(point.env)
+        inputs = [random_tensor(s, env, dev, gen_generator) for s in point.bucket.inputs]
+        progress(f"{point.label}: compiling and checking every system")
+        with torch.no_grad():
+            expected = module(*inputs)
+            systems: dict[str, Call] = {"Eager": lambda: module(*inputs)}
+            systems["thunder.jit"] = lambda: jitted(*inputs)
+            if thunderfx is not None:
+                systems["thunderfx"] = lambda: thunderfx(*inputs)
+            if compiled is not None:
+                systems["torch.compile"] = lambda: compiled(*inputs)
+            if nvfuser_here:
+                jitted(*inputs)
+                import thunder.examine
+
+                fusions = thunder.examine.get_fusions(thunder.last_traces(jitted)[-1])
+                if len(fusions) == 1:
+                    wrapper = fusions[0][1]
+                    args = [*inputs, *state]
+                    fd = wrapper.last_used
+                    systems["FDWrapper"] = lambda: wrapper(*args)
+                    systems["FD.execute"] = lambda: fd.execute(args)
+                else:
+                    skipped["FDWrapper"] = skipped["FD.execute"] = f"Thunder formed {len(fusions)} fusions, not one"
+            floors: set[str] = set()
+            for name, aot in generated.items():
+                systems[name] = lambda aot=aot: aot(*inputs)
+                floor_name = floor_of(name)
+                floor = bare_launches(aot, inputs) if floor_name not in floors else None
+                if floor is not None:
+                    systems[floor_name] = floor
+                    floors.add(floor_name)
+            if cuda and generated:
+                name, aot = next(iter(generated.items()))
+                graph_name = f"CUDA graph replay ({name})"
+                try:
+                    aot(*inputs)
+                    torch.cuda.synchronize()
+                    graph = torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(graph):
+                        graph_out = aot(*inputs)
+                    graph.replay()
+                    torch.cuda.synchronize()
+                    _check(graph_name, expected, graph_out, point.label)
+                    systems[graph_name] = graph.replay
+                except Exception as e:
+                    skipped[graph_name] = f"capture failed: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
+            for name, fn in list(systems.items()):
+                if name in floors:  # a floor replays the kernels of a module checked here
+                    continue
+                if name in generated:  # ours must run and match: an error here is a thunder-aot bug
+                    _check(name, expected, fn(), point.label)
+                    continue
+                try:  # a baseline that fails or differs is left out, with the reason
+                    _check(name, expected, fn() if not name.startswith("CUDA graph") else graph_out, point.label)
+                except Exception as e:
+                    skipped[name] = f"at {point.label}: {type(e).__name__}: {' '.join(str(e).split())[:160]}"
+                    del systems[name]
+            for name in systems:
+                if name not in report.systems:
+                    report.systems.append(name)
+            samples = interleaved_times(systems, rounds, min_run_time)
+            nbytes = io_bytes(inputs, expected, state)
+            for name, fn in systems.items():
+                m = Measurement(name, point.label, point.rows, statistics.median(samples[name]))
+                if cuda:
+                    m.device_us = device_time_us(fn)
+                    m.gb_per_s = nbytes / (m.device_us * 1e-6) / 1e9
+                report.measurements.append(m)
+            progress(f"{point.label}: " + ", ".join(f"{n} {statistics.median(v):.1f} µs" for n, v in samples.items()))
+            report.skipped = skipped
+            checkpoint(report)  # a long run that is cut short still leaves the points it finished
+    report.skipped = skipped
+    return report
