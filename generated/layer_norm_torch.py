@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import torch
 from thunder_aot.runtime import (
+    GLOBAL_BACKWARD_HOOKS,
+    GLOBAL_BACKWARD_PRE_HOOKS,
+    GLOBAL_FORWARD_HOOKS,
+    GLOBAL_FORWARD_PRE_HOOKS,
     GeneratedModule,
     NoBucketError,
     bad_input,
-    module_call_needed,
     no_bucket,
     require,
 )
@@ -97,8 +100,21 @@ class LayerNorm(GeneratedModule):
     FALLBACK = False
 
     def __call__(self, input_):
+        # nn.Module's generic path only where it has work to do: hooks, module.compile(), a forward
+        # replaced on the instance (read through __dict__: nn.Module's __getattr__ is slow)
         state = self.__dict__
-        if module_call_needed(state):
+        if (
+            state["_forward_pre_hooks"]
+            or state["_forward_hooks"]
+            or state["_backward_pre_hooks"]
+            or state["_backward_hooks"]
+            or state.get("_compiled_call_impl") is not None
+            or "forward" in state
+            or GLOBAL_FORWARD_PRE_HOOKS
+            or GLOBAL_FORWARD_HOOKS
+            or GLOBAL_BACKWARD_PRE_HOOKS
+            or GLOBAL_BACKWARD_HOOKS
+        ):
             return torch.nn.Module.__call__(self, input_)
         try:
             return forward(input_, state["_parameters"]["bias"], state["_parameters"]["weight"])

@@ -15,13 +15,16 @@ import torch
 from nvfuser_direct import DataType, FusionDefinition
 from thunder_aot.runtime.nvfuser import Fusion, SizedFusions, contiguity
 from thunder_aot.runtime import (
+    GLOBAL_BACKWARD_HOOKS,
+    GLOBAL_BACKWARD_PRE_HOOKS,
+    GLOBAL_FORWARD_HOOKS,
+    GLOBAL_FORWARD_PRE_HOOKS,
     GeneratedModule,
     NoBucketError,
     bad_input,
     bad_state,
     dynamo_compiling,
     is_grad_enabled,
-    module_call_needed,
     no_autograd,
     no_bucket,
     record_guard,
@@ -186,8 +189,21 @@ class ResidualRMSNorm(GeneratedModule):
     FALLBACK = False
 
     def __call__(self, x, residual):
+        # nn.Module's generic path only where it has work to do: hooks, module.compile(), a forward
+        # replaced on the instance (read through __dict__: nn.Module's __getattr__ is slow)
         state = self.__dict__
-        if module_call_needed(state):
+        if (
+            state["_forward_pre_hooks"]
+            or state["_forward_hooks"]
+            or state["_backward_pre_hooks"]
+            or state["_backward_hooks"]
+            or state.get("_compiled_call_impl") is not None
+            or "forward" in state
+            or GLOBAL_FORWARD_PRE_HOOKS
+            or GLOBAL_FORWARD_HOOKS
+            or GLOBAL_BACKWARD_PRE_HOOKS
+            or GLOBAL_BACKWARD_HOOKS
+        ):
             return torch.nn.Module.__call__(self, x, residual)
         try:
             return forward(x, residual, state["_modules"]["norm"]._parameters["weight"])

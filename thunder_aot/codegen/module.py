@@ -23,7 +23,16 @@ UNCHECKED_NOTE = (
 )
 
 #: what every generated module imports from the runtime library (more as its checks need)
-RUNTIME_NAMES = ("GeneratedModule", "NoBucketError", "module_call_needed", "no_bucket", "require")
+RUNTIME_NAMES = (
+    "GLOBAL_BACKWARD_HOOKS",
+    "GLOBAL_BACKWARD_PRE_HOOKS",
+    "GLOBAL_FORWARD_HOOKS",
+    "GLOBAL_FORWARD_PRE_HOOKS",
+    "GeneratedModule",
+    "NoBucketError",
+    "no_bucket",
+    "require",
+)
 #: what the fast path (a guard per input shape) imports
 FAST_PATH_NAMES = ("dynamo_compiling", "is_grad_enabled", "record_guard")
 

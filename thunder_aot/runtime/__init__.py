@@ -23,6 +23,10 @@ RUNTIME_VERSION = 1
 
 __all__ = [
     "RUNTIME_VERSION",
+    "GLOBAL_BACKWARD_HOOKS",
+    "GLOBAL_BACKWARD_PRE_HOOKS",
+    "GLOBAL_FORWARD_HOOKS",
+    "GLOBAL_FORWARD_PRE_HOOKS",
     "GUARD_LIMIT",
     "GeneratedModule",
     "NoBucketError",
@@ -30,7 +34,6 @@ __all__ = [
     "bad_state",
     "dynamo_compiling",
     "is_grad_enabled",
-    "module_call_needed",
     "no_autograd",
     "no_bucket",
     "record_guard",
@@ -131,29 +134,14 @@ def record_guard(table: dict, shape: torch.Size, program: int, tensors: tuple[to
 
 # --- the nn.Module ------------------------------------------------------------------------------
 
-#: torch's registries of hooks that apply to every module (register_module_forward_hook & co.)
-_GLOBAL_FORWARD_PRE_HOOKS = torch.nn.modules.module._global_forward_pre_hooks
-_GLOBAL_FORWARD_HOOKS = torch.nn.modules.module._global_forward_hooks
-_GLOBAL_BACKWARD_PRE_HOOKS = torch.nn.modules.module._global_backward_pre_hooks
-_GLOBAL_BACKWARD_HOOKS = torch.nn.modules.module._global_backward_hooks
-
-
-def module_call_needed(state: dict) -> bool:
-    """Whether a call of a module with this ``__dict__`` must go through ``nn.Module.__call__``:
-    hooks (its own or global ones), ``module.compile()``, or a ``forward`` replaced on the instance.
-    Generated ``__call__``s skip nn.Module's generic path otherwise (it costs 1-3 µs a call)."""
-    return bool(
-        state["_forward_pre_hooks"]
-        or state["_forward_hooks"]
-        or state["_backward_pre_hooks"]
-        or state["_backward_hooks"]
-        or state.get("_compiled_call_impl") is not None
-        or "forward" in state
-        or _GLOBAL_FORWARD_PRE_HOOKS
-        or _GLOBAL_FORWARD_HOOKS
-        or _GLOBAL_BACKWARD_PRE_HOOKS
-        or _GLOBAL_BACKWARD_HOOKS
-    )
+#: torch's registries of hooks that apply to every module (register_module_forward_hook & co.):
+#: a generated ``__call__`` takes nn.Module's generic path while any of them, or one of the
+#: module's own hook dicts, holds a hook (its test is written out there: a call to a helper costs
+#: more than the test)
+GLOBAL_FORWARD_PRE_HOOKS = torch.nn.modules.module._global_forward_pre_hooks
+GLOBAL_FORWARD_HOOKS = torch.nn.modules.module._global_forward_hooks
+GLOBAL_BACKWARD_PRE_HOOKS = torch.nn.modules.module._global_backward_pre_hooks
+GLOBAL_BACKWARD_HOOKS = torch.nn.modules.module._global_backward_hooks
 
 
 class GeneratedModule(torch.nn.Module):
