@@ -103,3 +103,14 @@ def test_without_the_exporters_dependencies_the_cli_says_which_extra_to_install(
         "thunder-aot: error: export needs the exporter's dependencies (jinja2, black missing): "
         "pip install 'thunder-aot[export]'"
     ]
+
+
+def test_from_module_refuses_a_tensor_of_another_shape_or_dtype():
+    src = _source()
+    src.inner.weight = torch.nn.Parameter(torch.randn(4))
+    with pytest.raises(ValueError, match=r"exported for inner.weight of shape 3 and dtype float32; the source has 4:float32"):
+        _Norm.from_module(src)
+    src = _source()
+    src.scale = src.scale.half()
+    with pytest.raises(ValueError, match=r"exported for scale of shape scalar and dtype float32; the source has scalar:float16"):
+        _Norm.from_module(src)

@@ -56,8 +56,12 @@ class NoBucketError(ValueError):
 
 def _describe(t: object) -> str:
     if isinstance(t, torch.Tensor):
-        return f"{'x'.join(map(str, t.shape))}:{str(t.dtype).removeprefix('torch.')}"
+        return f"{_shape_text(t.shape)}:{str(t.dtype).removeprefix('torch.')}"
     return type(t).__name__
+
+
+def _shape_text(shape) -> str:
+    return "x".join(map(str, shape)) or "scalar"
 
 
 def no_bucket(owner: str, names: Iterable[str], values: Iterable[object], buckets: Iterable[str]) -> NoBucketError:
@@ -194,8 +198,13 @@ class GeneratedModule(torch.nn.Module):
                     f"{cls.__name__} (thunder-aot) was exported for {path}={exported!r}; the source has {owner!r}"
                 )
         module = cls(device="meta")
-        for key, kind, _shape, _dtype, persistent in cls.STATE:
+        for key, kind, shape, dtype, persistent in cls.STATE:
             tensor = source.get_parameter(key) if kind == "parameter" else source.get_buffer(key)
+            if tuple(tensor.shape) != tuple(shape) or tensor.dtype != dtype:
+                raise ValueError(
+                    f"{cls.__name__} (thunder-aot) was exported for {key} of shape {_shape_text(shape)} and dtype "
+                    f"{str(dtype).removeprefix('torch.')}; the source has {_describe(tensor)}"
+                )
             module._place(key, kind, tensor, persistent)
         if cls.FALLBACK:
             module.__dict__["_fallback_source"] = source  # not a submodule: state_dict stays the source's
