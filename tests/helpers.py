@@ -60,6 +60,9 @@ def compare_at_every_bucket(module, aot, gen, shapes: str, device: str, label: s
     return calls, last
 
 
-def run_cli(*args: str, cwd: Path = ROOT, env: dict | None = None) -> subprocess.CompletedProcess:
+def run_cli(*args: str, cwd: Path = ROOT, env: dict | None = None, umask: int | None = None) -> subprocess.CompletedProcess:
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "thunder_aot", *args], cwd=cwd, env=full_env, capture_output=True, text=True)
+    preexec = None if umask is None else (lambda: os.umask(umask))
+    return subprocess.run(
+        [sys.executable, "-m", "thunder_aot", *args], cwd=cwd, env=full_env, capture_output=True, text=True, preexec_fn=preexec
+    )

@@ -21,6 +21,9 @@ a specialisation of it.
 
 from __future__ import annotations
 
+import builtins
+import keyword
+import math
 import re
 from collections.abc import Iterable
 
@@ -63,6 +66,34 @@ _RANGE = re.compile(rf"^\[\s*(?:({_NAME})\s*=\s*)?({_INT})\s*\.\.\s*({_INT})\s*\
 _REF = re.compile(rf"^\[\s*({_NAME})\s*\]$")
 _EXACT = re.compile(rf"^{_INT}$")
 _DIM_TOKEN = re.compile(r"\[[^\]]*\]|[^x\[\]]+")
+
+
+#: the largest size a dim may have (int32: what kernels index with, and far past any model's sizes)
+MAX_SIZE = 2**31 - 1
+#: the most elements one input may have at its bucket's largest sizes: export traces and verifies
+#: the module on CPU tensors of those sizes
+MAX_ELEMENTS = 2**31
+
+
+def _size(text: str, here: str) -> int:
+    size = int(text) if len(text) <= 12 else MAX_SIZE + 1
+    if size > MAX_SIZE:
+        raise ExportError(f"{here}: size {text[:20]}{'...' if len(text) > 20 else ''} is too large; expected at most {MAX_SIZE}")
+    return size
+
+
+def _dim_name(name: str, here: str) -> str:
+    if keyword.iskeyword(name) or keyword.issoftkeyword(name) or name in RESERVED_DIM_NAMES or name.startswith("_"):
+        raise ExportError(f"{here}: {name!r} cannot name a dynamic dim; expected a plain name such as S or seq")
+    return name
+
+
+#: names the generated code binds itself (a dim of that name would shadow them)
+RESERVED_DIM_NAMES = frozenset(
+    set(dir(builtins))
+    | {"torch", "triton", "tl", "fd", "program", "fast", "state", "device", "error", "forward", "shape", "dtype"}
+    | {"row", "rows", "cols", "mask", "lanes", "in_rows", "start", "N", "BLOCK"}
+)
 
 
 def parse_dtype(text: str) -> str:
@@ -111,13 +142,12 @@ def _parse_bucket(text: str, where: str) -> Bucket:
         dims: list[Dim] = []
         for tok in _split_dims(shape_text.replace(" ", ""), here):
             if _EXACT.match(tok):
-                size = int(tok)
-                if size < 0:
-                    raise ExportError(f"{here}: negative size {tok}")
-                dims.append(size)
+                dims.append(_size(tok, here))
             elif m := _RANGE.match(tok):
-                name, lo, hi = m.group(1), int(m.group(2)), int(m.group(3))
-                if name is None:
+                name, lo, hi = m.group(1), _size(m.group(2), here), _size(m.group(3), here)
+                if name is not None:
+                    name = _dim_name(name, here)
+                else:
                     while f"s{anon}" in ranges or f"s{anon}" in text:
                         anon += 1
                     name = f"s{anon}"
@@ -138,7 +168,14 @@ def _parse_bucket(text: str, where: str) -> Bucket:
                 dims.append(SymDim(name))
             else:
                 raise ExportError(f"{here}: cannot read size {tok!r}; expected N, [LO..HI], [NAME=LO..HI] or [NAME]")
-        specs.append(TensorSpec(tuple(dims), dtype))
+        spec = TensorSpec(tuple(dims), dtype)
+        elements = math.prod(d if isinstance(d, int) else ranges[d.name].hi for d in dims)
+        if elements > MAX_ELEMENTS:
+            raise ExportError(
+                f"{here}: up to {elements} elements at the bucket's largest sizes; expected at most {MAX_ELEMENTS} "
+                "(export traces and verifies the module at those sizes)"
+            )
+        specs.append(spec)
     return Bucket(tuple(specs), tuple(ranges[n] for n in order))
 
 

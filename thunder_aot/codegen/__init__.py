@@ -47,15 +47,23 @@ def render(program: Program, backend: Backend, command: str, versions: dict[str,
 
 
 def write_atomic(path: Path, text: str) -> bool:
-    """Write ``text`` to ``path`` through a temporary file and a rename; False if unchanged."""
+    """Write ``text`` to ``path`` through a temporary file and a rename (nothing half-written is ever
+    left at ``path``), with the permissions a plain write would give; False if unchanged."""
     path = Path(path)
     if path.exists() and path.read_text() == text:
         return False
     path.parent.mkdir(parents=True, exist_ok=True)
+    # the mode a plain open() would give: the file's own when it exists, else what the umask allows
+    umask = os.umask(0)
+    os.umask(umask)
+    mode = path.stat().st_mode & 0o777 if path.exists() else 0o666 & ~umask
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -226,6 +226,7 @@ def build_program(request: ExportRequest, progress: Progress) -> tuple[Program, 
 
     order = dispatch_order([b for b, _ in traced])
     programs, dispatch = share_programs([traced[i] for i in order])
+    _refuse_shadowing_dims(programs)
     program_inputs = [_with_persistence(p, module) for p in program_inputs]
     program = Program(
         source=request.source,
@@ -238,6 +239,18 @@ def build_program(request: ExportRequest, progress: Progress) -> tuple[Program, 
         attributes=tuple(sorted(attributes.items())),
     )
     return program, module, backend
+
+
+def _refuse_shadowing_dims(programs: list[BucketProgram]) -> None:
+    """A dynamic dim becomes a local of the generated forward: it must not share a value's name."""
+    for bp in programs:
+        values = {v.name for v in bp.inputs} | {o.name for step in bp.steps for o in step.outputs}
+        for r in bp.bucket.dims:
+            if r.name in values:
+                raise ExportError(
+                    f"the dynamic dim {r.name!r} has the name of a value of the traced program; name it otherwise "
+                    "(e.g. [S=LO..HI])"
+                )
 
 
 def _with_persistence(p: ProgramInput, module: torch.nn.Module) -> ProgramInput:
