@@ -69,6 +69,13 @@ def _add_export_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-verify", action="store_true", help="skip comparing the result with the source module")
     p.add_argument(
+        "--verify-seed",
+        type=int,
+        default=None,
+        metavar="N",
+        help="seed of the verification's random inputs (default: a fresh one; a refusal names the seed that repeats it)",
+    )
+    p.add_argument(
         "--unchecked",
         action="store_true",
         help="UNSAFE: leave out the generated module's per-call checks of inputs (tensor, device, layout), "
@@ -112,6 +119,7 @@ def _request(args: argparse.Namespace):
         nvfuser_dynamic=args.nvfuser_dynamic,
         nvfuser_frontend=args.nvfuser_frontend,
         checks=not args.unchecked,
+        verify_seed=getattr(args, "verify_seed", None),
     )
 
 

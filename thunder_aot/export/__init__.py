@@ -33,6 +33,8 @@ class ExportRequest:
     nvfuser_frontend: str = "direct"
     #: per-call checks of inputs, parameters and autograd in the generated module (off: --unchecked)
     checks: bool = True
+    #: the seed of verification's random inputs (None: a fresh one, named in any refusal)
+    verify_seed: int | None = None
 
     def command(self) -> str:
         """The exact command line that regenerates the output (written into its header)."""
@@ -279,9 +281,12 @@ def export(request: ExportRequest, *, verify: bool = True, progress: Progress | 
     if verify:
         reason = backend.unavailable_reason()
         if reason is None:
+            from thunder_aot.verify import new_seed
+
             buckets = [bucket for bucket, _ in program.dispatch]
-            checked = run_verify(text, module, buckets, program.class_name, device=backend.verify_device)
-            progress(f"verified: {checked} calls match the source module")
+            seed = request.verify_seed if request.verify_seed is not None else new_seed()
+            checked = run_verify(text, module, buckets, program.class_name, device=backend.verify_device, seed=seed)
+            progress(f"verified: {checked} calls match the source module (against float64; seed {seed})")
         else:
             progress(f"not verified here: {reason}")
     return text

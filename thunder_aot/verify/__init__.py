@@ -120,25 +120,65 @@ def _close_in_low_precision(actual: torch.Tensor, expected: torch.Tensor) -> boo
     return (err.norm() <= rel_norm * e.norm()).item() and err.max().item() <= max_frac * max(scale, 1e-30)
 
 
-def verify(text: str, source: torch.nn.Module, buckets: list[Bucket], class_name: str, device: str = "cpu") -> int:
-    """Run the generated module against ``source`` in every bucket; returns how many calls were checked."""
+def nonfinite_inputs(inputs: list[torch.Tensor], generator: torch.Generator) -> list[torch.Tensor]:
+    """The same inputs with NaN, +inf and -inf at a few seeded positions of every floating input
+    (and, for float32/float64 inputs, large magnitudes): what eager propagates, the generated
+    module must propagate the same way."""
+    specials = [float("nan"), float("inf"), float("-inf")]
+    out = []
+    for t in inputs:
+        if not t.is_floating_point() or not t.numel():
+            out.append(t)
+            continue
+        values = specials + ([1e20, -1e20] if t.dtype in (torch.float32, torch.float64) else [])
+        flat = t.detach().clone().reshape(-1)
+        count = max(len(values), flat.numel() // 64)
+        where = torch.randint(0, flat.numel(), (count,), generator=generator).to(flat.device)
+        flat[where] = torch.tensor(values, dtype=flat.dtype).repeat(count // len(values) + 1)[:count].to(flat.device)
+        out.append(flat.reshape(t.shape))
+    return out
+
+
+def new_seed() -> int:
+    """A fresh verification seed (printed with any refusal; ``--verify-seed`` repeats it)."""
+    return int.from_bytes(os.urandom(4), "little") >> 1
+
+
+def verify(
+    text: str, source: torch.nn.Module, buckets: list[Bucket], class_name: str, device: str = "cpu", seed: int | None = None
+) -> int:
+    """Run the generated module against ``source`` in every bucket, at each dynamic dim's edges and
+    inside, on seeded random inputs and once more with non-finite values among them; judge every
+    output against float64 (:mod:`.judge`). Returns how many calls were checked; a refusal names the
+    seed that repeats its inputs."""
+    from thunder_aot.verify.judge import judge, reference64, upcast64
+
+    seed = new_seed() if seed is None else seed
     generated = load_module_from_text(text)
     if device != "cpu":
         source = copy.deepcopy(source).to(device)
     module = getattr(generated, class_name).from_module(source)
-    generator = torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
+    generator = torch.Generator().manual_seed(seed)
+    source64 = upcast64(source)
     checked = 0
-    with torch.no_grad():
-        for bucket in buckets:
-            for env, inputs in bucket_inputs(bucket, device, generator):
-                where = f"bucket {bucket_label(bucket)} at {env or 'its shape'}"
-                expected = source(*inputs)
-                try:
-                    actual = module(*inputs)
-                except Exception as e:
-                    raise ExportError(f"{where}: the generated module raised {type(e).__name__}: {e}") from e
-                compare(expected, actual, where)
-                checked += 1
+    try:
+        with torch.no_grad():
+            for bucket in buckets:
+                calls = list(bucket_inputs(bucket, device, generator))
+                env, inputs = calls[-1]
+                calls.append(({**env, "non-finite": True}, nonfinite_inputs(inputs, generator)))
+                for env, inputs in calls:
+                    where = f"bucket {bucket_label(bucket)} at {env or 'its shape'}"
+                    expected = source(*inputs)
+                    try:
+                        actual = module(*inputs)
+                    except Exception as e:
+                        raise ExportError(f"{where}: the generated module raised {type(e).__name__}: {e}") from e
+                    reference = reference64(source, inputs, source64) if source64 is not None else None
+                    judge(expected, actual, reference, where)
+                    checked += 1
+    except ExportError as e:
+        raise ExportError(f"{e} (verification seed {seed}: --verify-seed {seed} repeats these inputs)") from e.__cause__
     return checked
 
 

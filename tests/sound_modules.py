@@ -1,0 +1,68 @@
+"""Modules a sound export must accept although eager and a fused kernel round differently (the
+export gate once refused them on rounding), and modules it must refuse or split."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class Fp32OutputThroughBf16(nn.Module):
+    """transformers' LlamaRMSNorm with an fp32 weight and bf16 input: ``weight * hidden.to(bf16)``
+    is an fp32 output computed through a bf16 intermediate."""
+
+    def __init__(self, hidden: int = 256) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(hidden))
+        self.variance_epsilon = 1e-6
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        input_dtype = hidden_states.dtype
+        hidden_states = hidden_states.to(torch.float32)
+        variance = hidden_states.pow(2).mean(-1, keepdim=True)
+        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+        return self.weight * hidden_states.to(input_dtype)
+
+
+class Fp32Mlp(nn.Module):
+    """An fp32 SwiGLU MLP whose matmuls reduce over 512 elements."""
+
+    def __init__(self, hidden: int = 512, inner: int = 1024) -> None:
+        super().__init__()
+        self.gate = nn.Linear(hidden, inner, bias=False)
+        self.up = nn.Linear(hidden, inner, bias=False)
+        self.down = nn.Linear(inner, hidden, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(nn.functional.silu(self.gate(x)) * self.up(x))
+
+
+class Fp16RmsNormNoUpcast(nn.Module):
+    """An RMSNorm computed in fp16 throughout (no upcast): eager rounds every step in fp16."""
+
+    def __init__(self, hidden: int = 256) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.rand(hidden, dtype=torch.float16) + 0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5))
+
+
+def fp32_output_through_bf16() -> Fp32OutputThroughBf16:
+    return Fp32OutputThroughBf16().requires_grad_(False)
+
+
+def fp32_mlp() -> Fp32Mlp:
+    return Fp32Mlp().requires_grad_(False)
+
+
+def fp16_rmsnorm_no_upcast() -> Fp16RmsNormNoUpcast:
+    return Fp16RmsNormNoUpcast().requires_grad_(False)
+
+
+#: (import path, shapes): correct modules that must export whatever the verification's seed
+CORRECT = [
+    ("tests.sound_modules:fp32_output_through_bf16", "1x[1..32]x256:bf16"),
+    ("tests.sound_modules:fp32_mlp", "[1..16]x512:fp32"),
+    ("tests.sound_modules:fp16_rmsnorm_no_upcast", "1x[1..32]x256:fp16"),
+]

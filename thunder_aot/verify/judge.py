@@ -1,0 +1,150 @@
+"""The numerical judgement of a generated module's outputs, the way torch's accuracy checkers judge
+a compiled graph (``torch._dynamo.utils.same(..., fp64_ref=...)``): against the source module run in
+float64, the generated module may err by a small multiple of what eager itself errs, plus one
+rounding step of the output's dtype. Integer and bool outputs are exact; NaN and ±inf must stand
+where eager's stand (:func:`_nonfinite_difference`).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+
+from thunder_aot.errors import ExportError
+
+#: how many times eager's own error (against float64) the generated module may err
+ERROR_MULTIPLIER = 3.0
+
+
+_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+#: Tensor methods that cast to one floating dtype
+_CASTS = {torch.Tensor.float, torch.Tensor.half, torch.Tensor.bfloat16}
+
+
+class _StayInFloat64(torch.overrides.TorchFunctionMode):
+    """Runs a module with every floating cast it writes (``x.float()``, ``x.to(torch.float32)``,
+    ``softmax(..., dtype=torch.float32)``, ``.to(input_dtype)``) kept in float64, so that the
+    reference carries no rounding of the module's own low-precision steps."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        if func in _CASTS and args and isinstance(args[0], torch.Tensor) and args[0].is_floating_point():
+            return args[0]
+        if kwargs.get("dtype") in _FLOATS:
+            kwargs["dtype"] = torch.float64
+        if func in (torch.Tensor.to, torch.Tensor.type):
+            args = tuple(torch.float64 if a in _FLOATS else a for a in args)
+        return func(*args, **kwargs)
+
+
+def upcast64(module: torch.nn.Module) -> torch.nn.Module | None:
+    """A float64 copy of the module (None where it cannot be made), for :func:`reference64`."""
+    try:
+        return copy.deepcopy(module).to(torch.float64)
+    except Exception:  # noqa: BLE001 - judged against eager alone then
+        return None
+
+
+def reference64(module: torch.nn.Module, inputs: list[torch.Tensor], upcast: torch.nn.Module | None = None):
+    """The module's outputs computed in float64: its floating parameters, buffers and inputs
+    upcast, and the floating casts it writes kept in float64 (as torch's accuracy checkers'
+    ``fp64_ref``, without the module's own downcasts). ``upcast``: :func:`upcast64` of the module,
+    made once for many calls. None where the module cannot run so."""
+    try:
+        upcast = upcast if upcast is not None else copy.deepcopy(module).to(torch.float64)
+        inputs64 = [t.double() if t.is_floating_point() else t for t in inputs]
+        with torch.no_grad(), _StayInFloat64():
+            return upcast(*inputs64)
+    except Exception:  # noqa: BLE001 - a module that cannot run in float64 is judged against eager alone
+        return None
+
+
+def _flat(outputs) -> tuple:
+    return tuple(outputs) if isinstance(outputs, (tuple, list)) else (outputs,)
+
+
+def _nonfinite_difference(expected: torch.Tensor, actual: torch.Tensor) -> str | None:
+    """Where eager has NaN the generated module must have NaN; where eager has ±inf, the same
+    infinity (or NaN: an infinity times a value that one of them rounds to zero); where eager is
+    finite, a finite value."""
+    checks = (
+        ("NaN", torch.isnan(expected), torch.isnan(actual)),
+        ("+inf", torch.isposinf(expected), torch.isposinf(actual) | torch.isnan(actual)),
+        ("-inf", torch.isneginf(expected), torch.isneginf(actual) | torch.isnan(actual)),
+    )
+    for what, eager_has, ours_has in checks:
+        missing = eager_has & ~ours_has
+        if missing.any():
+            where = missing.nonzero()[0].tolist()
+            return f"eager has {what} at {where}, the generated module {actual[tuple(where)].item()}"
+    extra = torch.isfinite(expected) & ~torch.isfinite(actual)
+    if extra.any():
+        where = extra.nonzero()[0].tolist()
+        return f"eager has {expected[tuple(where)].item()} at {where}, the generated module {actual[tuple(where)].item()}"
+    return None
+
+
+def _errors(values: torch.Tensor, reference: torch.Tensor) -> tuple[float, float]:
+    """(root mean square, largest) of ``values - reference``, in float64."""
+    err = (values.double() - reference).abs()
+    return (err.square().mean().sqrt().item(), err.max().item()) if err.numel() else (0.0, 0.0)
+
+
+def judge_output(expected: torch.Tensor, actual: torch.Tensor, reference: torch.Tensor | None, where: str) -> None:
+    """Accept ``actual`` (the generated module's) against ``expected`` (eager's) and ``reference``
+    (float64's, or None), or raise ExportError saying by how much it is off."""
+    if expected.shape != actual.shape or expected.dtype != actual.dtype:
+        raise ExportError(
+            f"{where}: generated {tuple(actual.shape)}:{actual.dtype} vs source {tuple(expected.shape)}:{expected.dtype}"
+        )
+    if not expected.is_floating_point():
+        if not torch.equal(expected, actual):
+            wrong = (expected != actual).nonzero()[0].tolist()
+            raise ExportError(f"{where}: generated module differs from the source at {wrong} (an exact dtype)")
+        return
+    expected, actual = expected.cpu(), actual.cpu()
+    difference = _nonfinite_difference(expected, actual)
+    if difference is not None:
+        raise ExportError(f"{where}: generated module's non-finite values differ from the source's: {difference}")
+    finite = torch.isfinite(expected) & torch.isfinite(actual)
+    if reference is not None:
+        reference = reference.cpu().double()
+        finite &= torch.isfinite(reference)
+    else:  # eager stands for the reference: the generated module may err one rounding step from it
+        reference = expected.double()
+    ref = reference[finite]
+    rms_eager, max_eager = _errors(expected[finite], ref)
+    rms_ours, max_ours = _errors(actual[finite], ref)
+    eps = torch.finfo(actual.dtype).eps
+    scale_rms = ref.square().mean().sqrt().item() if ref.numel() else 0.0
+    scale_max = ref.abs().max().item() if ref.numel() else 0.0
+    rms_bound = ERROR_MULTIPLIER * rms_eager + eps * scale_rms
+    max_bound = ERROR_MULTIPLIER * max_eager + eps * scale_max
+    if rms_ours > rms_bound or max_ours > max_bound:
+        raise ExportError(
+            f"{where}: generated module's error against float64 is {rms_ours:.3g} (root mean square) and "
+            f"{max_ours:.3g} (largest), eager's {rms_eager:.3g} and {max_eager:.3g}; accepted up to "
+            f"{rms_bound:.3g} and {max_bound:.3g} ({ERROR_MULTIPLIER:g}x eager's plus one {actual.dtype} rounding step)"
+        )
+
+
+def judge(expected, actual, reference, where: str) -> None:
+    """Every output of one call: the generated module's against eager's and float64's."""
+    exp, act = _flat(expected), _flat(actual)
+    ref = _flat(reference) if reference is not None else (None,) * len(exp)
+    if len(exp) != len(act):
+        raise ExportError(f"{where}: the generated module returns {len(act)} tensors, the source {len(exp)}")
+    for k, (e, a, r) in enumerate(zip(exp, act, ref)):
+        judge_output(e, a, r if isinstance(r, torch.Tensor) and r.shape == e.shape else None, f"{where}, output {k}")
+
+
+def check_call(source: torch.nn.Module, generated, inputs: list[torch.Tensor], where: str, reference: bool = True):
+    """Call the source module, its float64 twin and the generated module on ``inputs`` and judge
+    the generated module's outputs; returns them."""
+    with torch.no_grad():
+        expected = source(*inputs)
+        ref = reference64(source, inputs) if reference else None
+    actual = generated(*inputs)
+    judge(expected, actual, ref, where)
+    return actual
