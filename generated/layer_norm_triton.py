@@ -180,6 +180,7 @@ class LayerNorm(GeneratedModule):
     EXPORTED_SETTINGS = {
         "elementwise_affine": True,
         "eps": 1e-05,
+        "normalized_shape[0]": 1024,
     }
     WARMUP = (({"s0": (1, 2048)}, lambda s0: [((s0, 1024), torch.bfloat16)]),)
     FALLBACK = False

@@ -48,6 +48,28 @@ class Fp16RmsNormNoUpcast(nn.Module):
         return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5))
 
 
+class _Config:
+    def __init__(self) -> None:
+        self.shift = 0.5
+        self.rope = {"theta": 10000.0}
+
+
+class ConfiguredScale(nn.Module):
+    """Settings read through nested objects, as transformers' modules read ``self.config.*``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.config = _Config()
+        self.opts = {"bias": 1.5}
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x + self.config.shift) / self.config.rope["theta"] + self.opts["bias"]
+
+
+def configured_scale() -> ConfiguredScale:
+    return ConfiguredScale()
+
+
 def fp32_output_through_bf16() -> Fp32OutputThroughBf16:
     return Fp32OutputThroughBf16().requires_grad_(False)
 

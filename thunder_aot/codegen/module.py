@@ -105,7 +105,7 @@ class ModuleView:
     checked_device: tuple[Line, ...]  # on the checked path: the same
     programs: tuple[ProgramView, ...]
     state_rows: tuple[str, ...]  # GeneratedModule.STATE rows
-    settings: tuple[tuple[str, str], ...]  # (attribute path, repr of the exported value)
+    settings: tuple[tuple[str, str], ...]  # (repr of the setting's path, repr of the exported value)
     warmup: tuple[WarmupEntry, ...]
     fallback: bool
     state_args: tuple[str, ...]  # forward's parameter/buffer arguments, read off self
@@ -335,7 +335,7 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
         checked_device=(Line(f"_device = eager_device({first})"),) if device_per_call else (),
         programs=tuple(programs),
         state_rows=state_rows,
-        settings=tuple((path, repr(value)) for path, value in program.attributes),
+        settings=tuple((repr(path), repr(value)) for path, value in program.attributes),
         warmup=tuple(_warmup_entry(bucket) for bucket, _ in program.dispatch),
         fallback=program.fallback,
         state_args=tuple(_state_lookup(p) for p in state_inputs),

@@ -195,23 +195,27 @@ def trace_module(
     prologue = thunder.last_prologue_traces(jitted)[-1]
     arg_kinds: dict[str, tuple[str, str]] = {}
     attributes: dict[str, object] = {}
-    module_paths: dict[str, str] = {}  # prologue proxy name -> submodule path ("" for the root)
+    # prologue proxy name -> where it was read from the module: "" for the module itself, then
+    # attributes and items at any depth ("norm", "config.rope", "opts['bias']")
+    paths: dict[str, str] = {}
     for bsym in prologue.bound_symbols:
         out = bsym.output
         if not isinstance(out, Proxy):
             continue
+        parent = paths.get(getattr(bsym.args[0], "name", None)) if bsym.args else None
+        step = None
         if bsym.sym.id == prims.PrimIDs.UNPACK_THUNDER_MODULE:
-            module_paths[out.name] = ""
-        elif bsym.sym.id == prims.PrimIDs.UNPACK_SUBMODULE and getattr(bsym.args[0], "name", None) in module_paths:
-            parent = module_paths[bsym.args[0].name]
-            module_paths[out.name] = f"{parent}.{bsym.args[1]}" if parent else bsym.args[1]
-        elif bsym.sym.id == prims.PrimIDs.UNPACK_ATTR and getattr(bsym.args[0], "name", None) in module_paths:
-            # a setting of the module that the trace baked in (eps, a scale...): record its value
-            parent = module_paths[bsym.args[0].name]
-            name = bsym.args[1]
+            paths[out.name] = ""
+        elif parent is not None and bsym.sym.id in (prims.PrimIDs.UNPACK_SUBMODULE, prims.PrimIDs.UNPACK_ATTR):
+            step = f".{bsym.args[1]}" if parent else str(bsym.args[1])
+        elif parent is not None and bsym.sym.id == prims.PrimIDs.UNPACK_GETITEM:
+            step = f"[{bsym.args[1]!r}]"
+        if step is not None:
+            path = paths[out.name] = parent + step
+            # a setting the trace baked in (eps, a scale, a config flag): record its value
             value = getattr(out, "value", None)
-            if name != "training" and isinstance(value, (bool, int, float, str)):
-                attributes[f"{parent}.{name}" if parent else name] = value
+            if bsym.args[1] != "training" and isinstance(value, (bool, int, float, str)):
+                attributes[path] = value
         if bsym.sym.id == prims.PrimIDs.UNPACK_GETITEM and getattr(bsym.args[0], "name", None) == "args":
             index = bsym.args[1]
             arg_kinds[out.name] = ("input", input_names[index])

@@ -13,7 +13,9 @@ it (as protobuf's generated code checks its runtime).
 
 from __future__ import annotations
 
+import ast
 import itertools
+import re
 from collections.abc import Callable, Iterable
 
 import torch
@@ -148,6 +150,26 @@ GLOBAL_BACKWARD_PRE_HOOKS = torch.nn.modules.module._global_backward_pre_hooks
 GLOBAL_BACKWARD_HOOKS = torch.nn.modules.module._global_backward_hooks
 
 
+_SETTING_STEP = re.compile(r"\.?([A-Za-z_][A-Za-z_0-9]*)|\[('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|-?\d+)\]")
+
+
+def setting(source: object, path: str) -> object:
+    """The value at ``path`` of ``source``: attributes and items at any depth, as the export
+    recorded them (``variance_epsilon``, ``config.rope_theta``, ``opts['bias']``); a missing one
+    raises ValueError naming the path."""
+    value, at = source, 0
+    while at < len(path):
+        step = _SETTING_STEP.match(path, at)
+        if step is None:
+            raise ValueError(f"cannot read the setting path {path!r}")
+        try:
+            value = getattr(value, step[1]) if step[1] else value[ast.literal_eval(step[2])]
+        except (AttributeError, KeyError, IndexError, TypeError) as e:
+            raise ValueError(f"the source has no setting {path!r} ({type(e).__name__}: {e})") from None
+        at = step.end()
+    return value
+
+
 class GeneratedModule(torch.nn.Module):
     """Base of every generated ``nn.Module``: what they share, driven by their class tables.
 
@@ -190,10 +212,8 @@ class GeneratedModule(torch.nn.Module):
 
         Raises ValueError when ``source`` has other settings (eps, scales) than the exported one."""
         for path, exported in cls.EXPORTED_SETTINGS.items():
-            owner = source
-            for part in path.split("."):
-                owner = getattr(owner, part)
-            if owner != exported:
+            owner = setting(source, path)
+            if type(owner) is not type(exported) or owner != exported:
                 raise ValueError(
                     f"{cls.__name__} (thunder-aot) was exported for {path}={exported!r}; the source has {owner!r}"
                 )

@@ -1,0 +1,46 @@
+"""The numerical judgement of verification (thunder_aot.verify.judge) on its own."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from thunder_aot.errors import ExportError
+from thunder_aot.export.resolve import resolve_module
+from thunder_aot.verify.judge import judge_output, reference64
+
+
+def test_judgement_accepts_rounding_refuses_errors_and_wants_eager_non_finite_values():
+    torch.manual_seed(0)
+    module = resolve_module("tests.sound_modules:fp32_output_through_bf16")
+    x = torch.randn(1, 7, 256, dtype=torch.bfloat16)
+    expected, ref = module(x), reference64(module, [x])
+    judge_output(expected, expected.bfloat16().float(), ref, "rounded once more")  # one rounding step: accepted
+    with pytest.raises(ExportError, match="error against float64"):
+        judge_output(expected, expected * 1.01, ref, "1% off")
+    wrong = expected.clone()
+    wrong[0, 3, 5] += 0.5
+    with pytest.raises(ExportError, match="largest"):
+        judge_output(expected, wrong, ref, "one element off")
+    nan = expected.clone()
+    nan[0, 0, 0] = float("nan")
+    with pytest.raises(ExportError, match=r"non-finite values differ.*at \[0, 0, 0\], the generated module nan"):
+        judge_output(expected, nan, ref, "a NaN eager has not")
+    relu_nan = torch.tensor([float("nan"), 1.0, float("inf")])
+    with pytest.raises(ExportError, match=r"eager has NaN at \[0\], the generated module 0.0"):
+        judge_output(relu_nan, torch.tensor([0.0, 1.0, float("inf")]), None, "relu of NaN as where(x > 0, x, 0)")
+    judge_output(relu_nan, torch.tensor([float("nan"), 1.0, float("nan")]), None, "inf times a zero one side rounded to")
+    ints = torch.arange(6)
+    with pytest.raises(ExportError, match="an exact dtype"):
+        judge_output(ints, ints + (ints == 3), None, "integers")
+
+
+def test_the_float64_reference_keeps_the_modules_own_casts_in_float64():
+    """transformers' RMSNorms cast to float32 and back: the reference must not round there."""
+    module = resolve_module("thunder_aot.examples.gpt_oss:rmsnorm")
+    x = torch.randn(1, 5, 2880, dtype=torch.bfloat16)
+    ref = reference64(module, [x])
+    assert ref.dtype is torch.float64
+    xd = x.double()
+    exact = module.weight.double() * (xd * torch.rsqrt(xd.pow(2).mean(-1, keepdim=True) + module.variance_epsilon))
+    torch.testing.assert_close(ref, exact, rtol=1e-12, atol=1e-12)
