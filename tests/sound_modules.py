@@ -66,6 +66,18 @@ class ConfiguredScale(nn.Module):
         return (x + self.config.shift) / self.config.rope["theta"] + self.opts["bias"]
 
 
+class ReluGate(nn.Module):
+    """``relu(x) * y``: Thunder decomposes relu into ``where(x > 0, x, 0)``, which turns NaN into 0
+    where eager's relu keeps NaN."""
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x) * y + nn.functional.relu(y)
+
+
+def relu_gate() -> ReluGate:
+    return ReluGate()
+
+
 def configured_scale() -> ConfiguredScale:
     return ConfiguredScale()
 
@@ -87,4 +99,5 @@ CORRECT = [
     ("tests.sound_modules:fp32_output_through_bf16", "1x[1..32]x256:bf16"),
     ("tests.sound_modules:fp32_mlp", "[1..16]x512:fp32"),
     ("tests.sound_modules:fp16_rmsnorm_no_upcast", "1x[1..32]x256:fp16"),
+    ("tests.sound_modules:relu_gate", "[S=1..16]x64:bf16, [S]x64:bf16"),
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import keyword
 import linecache
 import sys
@@ -41,6 +42,9 @@ RESERVED_NAMES = frozenset(
     | set(dir(builtins))
     | set(keyword.kwlist)
 )
+
+#: torch ops whose Thunder decomposition drops NaN (relu's where(x > 0, x, 0)) that eager propagates
+NAN_PROPAGATING = frozenset({"relu"})
 
 _SKIPPED_PRIMS = {prims.PrimIDs.UNPACK_TRIVIAL, prims.PrimIDs.DEL, prims.PrimIDs.COMMENT, prims.PrimIDs.UNPACK_SEQUENCE}
 
@@ -125,21 +129,37 @@ class Lowerer:
         ops = []
         for prim_bsym, top in fused.prims:
             where = f"prims.{prim_bsym.sym.name}"
-            ops.append(
-                PrimOp(
-                    prim=prim_bsym.sym.id.name.lower(),
-                    outputs=self.outputs(prim_bsym, where),
-                    args=tuple(self.arg(a, where) for a in prim_bsym.args),
-                    kwargs=tuple(sorted((k, self.arg(v, where)) for k, v in prim_bsym.kwargs.items())),
-                    source=source_ref(top),
-                )
+            op = PrimOp(
+                prim=prim_bsym.sym.id.name.lower(),
+                outputs=self.outputs(prim_bsym, where),
+                args=tuple(self.arg(a, where) for a in prim_bsym.args),
+                kwargs=tuple(sorted((k, self.arg(v, where)) for k, v in prim_bsym.kwargs.items())),
+                source=source_ref(top),
             )
+            ops += self.nan_propagating(op, ops) if top.sym.name in NAN_PROPAGATING else [op]
         return Region(
             name=bsym.sym.name,
             inputs=tuple(self.value(p) for p in fused.inputs),
             outputs=tuple(self.value(p) for p in fused.outputs),
             ops=tuple(ops),
         )
+
+    def nan_propagating(self, op: PrimOp, before: list[PrimOp]) -> list[PrimOp]:
+        """``where(x > 0, x, 0)`` (Thunder's relu) gives 0 for NaN where eager's relu gives NaN: its
+        condition becomes ``(x > 0) | (x != x)``, true for NaN, so the NaN passes through."""
+        if op.prim != "where" or not isinstance(op.args[0], Ref):
+            return [op]
+        cond = next((o for o in before for v in o.outputs if v.name == op.args[0].name), None)
+        if cond is None or cond.prim not in ("gt", "ge") or cond.args[0] != op.args[1]:
+            return [op]
+        x, test = cond.args[0], cond.outputs[0]
+        is_nan = Value(self.name(f"{test.name}_nan"), test.spec)
+        either = Value(self.name(f"{test.name}_or_nan"), test.spec)
+        return [
+            PrimOp("ne", (is_nan,), (x, x), source=op.source),
+            PrimOp("bitwise_or", (either,), (Ref(test.name), Ref(is_nan.name)), source=op.source),
+            dataclasses.replace(op, args=(Ref(either.name), *op.args[1:])),
+        ]
 
     def torch_call(self, bsym) -> TorchCall:
         module = getattr(bsym.sym, "module", None)

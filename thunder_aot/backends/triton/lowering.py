@@ -77,7 +77,9 @@ _UNARY = {
     # tanh(x) = 2 sigmoid(2x) - 1 (Triton's core language has no tanh; absolute error ~1e-7 in fp32)
     "tanh": "2.0 * tl.sigmoid(2.0 * ({})) - 1.0",
 }
-_BINARY = {"add": "+", "sub": "-", "mul": "*", "eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+_BINARY = {
+    "add": "+", "sub": "-", "mul": "*", "bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^",
+}
 _REDUCE_IDENTITY = {"sum": ("tl.sum", "0.0"), "amax": ("tl.max", 'float("-inf")'), "amin": ("tl.min", 'float("inf")')}
 
 
@@ -112,6 +114,8 @@ class RowProgram:
             and all(op.prim == "slice" for op in uses)
         }
         values = [*(v for v in region.inputs if v.name not in self.sliced), *(o for op in region.ops for o in op.outputs)]
+        #: every value's dtype (comparisons of 16-bit floats are written in float32)
+        self.dtypes = {v.name: v.spec.dtype for v in [*region.inputs, *(o for op in region.ops for o in op.outputs)]}
         # the row: the widest shape of the highest rank (a dynamic width counts as the widest)
         full = max((v.spec.shape for v in values), key=lambda s: (len(s), s[-1] if s and isinstance(s[-1], int) else float("inf")))
         if not full:
@@ -362,6 +366,25 @@ def _binary(template: str) -> Callable[[RowProgram, PrimOp], str]:
     return lower
 
 
+_COMPARISONS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+
+
+def _compare(operator: str) -> Callable[[RowProgram, PrimOp], str]:
+    """A comparison; 16-bit float operands compared in float32 (as the GPU does; Triton's interpreter
+    would compare a 16-bit NaN's bits)."""
+
+    def lower(p: RowProgram, op: PrimOp) -> str:
+        texts, kinds = [], []
+        for arg in op.args[:2]:
+            e = p.arg(arg)
+            wide = isinstance(arg, Ref) and p.dtypes.get(arg.name) in ("float16", "bfloat16")
+            texts.append(f"({e.text}).to(tl.float32)" if wide else e.text)
+            kinds.append(e.kind)
+        return p.set(op.outputs[0], f"{texts[0]} {operator} {texts[1]}", _combine(*kinds))
+
+    return lower
+
+
 def _div(p: RowProgram, op: PrimOp) -> str:
     if op.outputs[0].spec.dtype not in ("float16", "bfloat16", "float32", "float64"):
         raise Unsupported("integer division")
@@ -437,6 +460,7 @@ def _var_mean(p: RowProgram, op: PrimOp) -> str:
 ROW_OPS: dict[str, Callable[[RowProgram, PrimOp], str]] = {
     **{name: _unary(template) for name, template in _UNARY.items()},
     **{name: _binary(f"{{}} {operator} {{}}") for name, operator in _BINARY.items()},
+    **{name: _compare(operator) for name, operator in _COMPARISONS.items()},
     "div": _div,
     "pow": _pow,
     "maximum": _binary("tl.maximum({}, {})"),
