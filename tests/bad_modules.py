@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import torch
 from torch import nn
 
 NOT_A_MODULE = 42
@@ -40,3 +41,31 @@ class ReturnsDict(nn.Module):
 
 def make_broken():
     raise RuntimeError("factory exploded")
+
+
+class BranchOnSize(nn.Module):
+    """A size test inside a dynamic range: x * 3 at 7 rows, x * 2 elsewhere."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 3 if x.shape[0] == 7 else x * 2
+
+
+class WindowOnSize(nn.Module):
+    """A window of sizes inside a dynamic range: + 1 for 100..600 rows."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + 1 if 100 <= x.shape[0] <= 600 else x * 2
+
+
+class DerivedSizeTest(nn.Module):
+    """A test on a value computed from a size."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + 1 if x.shape[0] * 2 > 50 else x - 1
+
+
+class HalfOfDynamicSize(nn.Module):
+    """Arithmetic on a dynamic size (floor division: Thunder tests signs inside it) is no branch."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[: x.shape[0] // 2 + 1] * 2

@@ -107,3 +107,54 @@ def test_settings_read_at_any_depth_are_recorded_and_checked(tmp_path):
         change(other)
         with pytest.raises(ValueError, match=re.escape(f"was exported for {path}; the source has")):
             gen.ConfiguredScale.from_module(other)
+
+
+@pytest.mark.parametrize(
+    "source,spec,sizes,buckets",
+    [
+        ("tests.bad_modules:BranchOnSize", "[1..64]x8", range(1, 65),
+         ["7x8:float32 -> 0", "[s0=1..6]x8:float32 -> 1", "[s0=8..64]x8:float32 -> 2"]),
+        ("tests.bad_modules:WindowOnSize", "[1..2048]x8", [1, 99, 100, 350, 600, 601, 2048],
+         ["[s0=1..99]x8:float32 -> 0", "[s0=100..600]x8:float32 -> 1", "[s0=601..2048]x8:float32 -> 2"]),
+    ],
+)
+def test_a_forward_that_tests_a_dynamic_size_is_split_where_the_test_changes(source, spec, sizes, buckets):
+    """Found from Thunder's symbolic-size trace, not sampled: two traces and both edges never see
+    ``x.shape[0] == 7`` or a window of 100..600 rows; the generated module is right at every size."""
+    from thunder_aot.verify import load_module_from_text
+
+    text = export(ExportRequest(source, (spec,), backend="torch"))
+    header = text.split('"""')[0]
+    assert all(f"#   {b}" in header for b in buckets), header
+    module = resolve_module(source)
+    gen = load_module_from_text(text, "gen_" + source.rsplit(":", 1)[1])
+    aot = getattr(gen, type(module).__name__).from_module(module)
+    for s in sizes:
+        x = torch.randn(s, 8)
+        torch.testing.assert_close(aot(x), module(x), rtol=0, atol=0, msg=f"at {s} rows")
+
+
+@pytest.mark.parametrize(
+    "source,spec,message",
+    [
+        ("tests.bad_modules:DerivedSizeTest", "[1..64]x8", "forward tests a value computed from its dynamic sizes (bad_modules.py"),
+        ("tests.bad_modules:BranchOnSize", "[1..16]x[1..8]", "forward tests s0 == 7 (bad_modules.py"),
+    ],
+)
+def test_a_size_test_that_cannot_be_split_is_refused_with_one_line(source, spec, message):
+    result = run_cli("export", source, "--shapes", spec, "--backend", "torch")
+    assert result.returncode == 2, result.stderr[-2000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("thunder-aot: error:")]
+    assert len(errors) == 1 and message in errors[0], result.stderr[-2000:]
+
+
+def test_arithmetic_on_a_dynamic_size_is_no_branch():
+    """Floor division of a size makes Thunder test signs internally; those tests feed arithmetic,
+    not control flow, and are not taken for branches."""
+    from thunder_aot.export.trace import size_conditions
+
+    module = resolve_module("tests.bad_modules:HalfOfDynamicSize")
+    assert size_conditions(module, [torch.randn(10, 8)], ["x"]) == []
+    branch = resolve_module("tests.bad_modules:BranchOnSize")
+    (test,) = size_conditions(branch, [torch.randn(10, 8)], ["x"])
+    assert (test.input, test.axis, test.op, test.value) == (0, 0, "eq", 7) and test.where.startswith("bad_modules.py:")

@@ -121,6 +121,8 @@ def trace_bucket(
 
     claimable = [p for p in prims.PrimIDs if p.name.lower() in backend.prims]
     envs = trace_envs(bucket)
+    if not bucket.is_exact:
+        check_size_conditions(module, bucket, input_names, progress)
     concrete: list[BucketProgram] = []
     program_inputs: list[ProgramInput] = []
     returns_tuple = False
@@ -152,6 +154,76 @@ def trace_bucket(
     return general, program_inputs, returns_tuple, attributes
 
 
+class SizeSplit(ExportError):
+    """A dynamic bucket's forward tests one of its dynamic sizes: the parts on which the test is constant."""
+
+    def __init__(self, message: str, parts: list[Bucket]) -> None:
+        super().__init__(message)
+        self.parts = parts
+
+
+def _sub_bucket(bucket: Bucket, name: str, lo: int, hi: int) -> Bucket:
+    """``bucket`` with its dynamic dim ``name`` narrowed to [lo..hi] (an exact size where lo == hi)."""
+    if lo == hi:
+        specs = tuple(
+            TensorSpec(tuple(d.at({name: lo}) if isinstance(d, SymDim) and d.name == name else d for d in s.shape), s.dtype)
+            for s in bucket.inputs
+        )
+        return Bucket(specs, tuple(r for r in bucket.dims if r.name != name))
+    return Bucket(bucket.inputs, tuple(DimRange(name, lo, hi) if r.name == name else r for r in bucket.dims))
+
+
+def condition_parts(lo: int, hi: int, op: str, value: int) -> list[tuple[int, int]]:
+    """[lo..hi] cut where ``size OP value`` changes truth: the pieces on which it is constant."""
+    starts = {"eq": (value, value + 1), "ne": (value, value + 1), "lt": (value,), "ge": (value,)}.get(op, (value + 1,))
+    cuts = sorted({c for c in starts if lo < c <= hi})
+    bounds = [lo, *cuts, hi + 1]
+    return [(a, b - 1) for a, b in zip(bounds, bounds[1:])]
+
+
+_OPERATORS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+
+
+def check_size_conditions(module: torch.nn.Module, bucket: Bucket, input_names: list[str], progress: Progress) -> None:
+    """Refuse or split a dynamic bucket whose forward tests its dynamic sizes (``x * 3 if
+    x.shape[0] == 7 else x * 2``): one trace serves only the sizes on which every test is constant.
+    Found from Thunder's symbolic-size trace; where Thunder cannot trace the module so, the
+    constant-size traces and the verification's samples are the only defence (export says so)."""
+    from thunder_aot.export.trace import size_conditions
+
+    envs = trace_envs(bucket)
+    conditions = size_conditions(module, _sample_args(bucket, envs[0]), input_names)
+    if conditions is None:
+        progress(f"bucket {format_bucket(bucket)}: Thunder cannot trace it with symbolic sizes; tests of its "
+                 "dynamic sizes are looked for by tracing and verifying at sampled sizes only")
+        return
+    dynamic = {(i, axis): d.name for i, s in enumerate(bucket.inputs) for axis, d in enumerate(s.shape) if isinstance(d, SymDim)}
+    ranges = {r.name: r for r in bucket.dims}
+    for c in conditions:
+        if not any(size in dynamic for size in c.sizes):
+            continue
+        if c.input is None:
+            raise ExportError(
+                f"bucket {format_bucket(bucket)}: forward tests a value computed from its dynamic sizes ({c.where}); "
+                "one trace cannot serve every size: give the sizes on each side of the test buckets of their own"
+            )
+        name = dynamic[(c.input, c.axis)]
+        r = ranges[name]
+        parts = condition_parts(r.lo, r.hi, c.op, c.value)
+        if len(parts) == 1:
+            continue  # the test has one outcome over the whole range
+        test = f"{name} {_OPERATORS[c.op]} {c.value}"
+        if len(bucket.dims) != 1:
+            raise ExportError(
+                f"bucket {format_bucket(bucket)}: forward tests {test} ({c.where}); a bucket with several dynamic "
+                "dims is not split: split it by hand at that size"
+            )
+        raise SizeSplit(
+            f"bucket {format_bucket(bucket)}: forward tests {test} ({c.where})",
+            [_sub_bucket(bucket, name, lo, hi) for lo, hi in parts],
+        )
+
+
 class EdgeMismatch(ExportError):
     """A dynamic bucket's edge size traces to another program than the sizes inside it."""
 
@@ -160,7 +232,7 @@ class EdgeMismatch(ExportError):
         self.env = env
 
 
-MAX_EDGE_SPLITS = 4
+MAX_EDGE_SPLITS = 8
 
 
 def split_at_edge(bucket: Bucket, env: dict[str, int]) -> list[Bucket] | None:
@@ -208,6 +280,14 @@ def build_program(request: ExportRequest, progress: Progress) -> tuple[Program, 
             program, inputs, returns_tuple, read = trace_bucket(
                 module, bucket, len(traced), input_names, backend, progress
             )
+        except SizeSplit as e:
+            splits += 1
+            if splits > MAX_EDGE_SPLITS:
+                raise ExportError(f"{e}; too many splits: give the bucket's pieces buckets of their own") from None
+            parts = [p for p in e.parts if not any(contains(b, p) and contains(p, b) for b in buckets)]
+            progress(f"{e}: split into " + " and ".join(format_bucket(p) for p in parts))
+            pending[:0] = parts
+            continue
         except EdgeMismatch as e:
             parts = split_at_edge(bucket, e.env)
             splits += 1

@@ -224,3 +224,93 @@ def trace_module(
         elif bsym.sym.id == prims.PrimIDs.UNPACK_BUFFER:
             arg_kinds[out.name] = ("buffer", bsym.args[1])
     return TracedBucket(execution_trace, {r.name: r for r in executor.regions}, arg_kinds, result, attributes)
+
+
+#: comparison prims whose result a forward can branch on, with the same test seen from the other side
+_COMPARISON_FLIPS = {"eq": "eq", "ne": "ne", "lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
+
+
+@dataclass(frozen=True)
+class SizeCondition:
+    """A test on input sizes that the module's forward evaluated (and may branch on): ``size OP
+    value`` for one input's dim, or (``input`` None) a test on a value computed from sizes."""
+
+    sizes: frozenset[tuple[int, int]]  # the (input index, axis) sizes it depends on
+    op: str
+    input: int | None = None
+    axis: int | None = None
+    value: int | None = None
+    where: str = ""  # the user's source line
+
+
+def size_conditions(module: torch.nn.Module, args: list[torch.Tensor], input_names: list[str]) -> list[SizeCondition] | None:
+    """The tests on input sizes in ``module``'s forward, found by tracing it once with Thunder's
+    symbolic sizes (``cache="symbolic values"``): Thunder records each comparison of a size as a
+    top-level prim of the first computation trace; one whose result no later op reads went to
+    Python's control flow. None where Thunder cannot trace the module so."""
+    from thunder.core.proxies import NumberProxy
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Thunder calls its symbolic sizes experimental
+        jitted = thunder.jit(module, cache="symbolic values")
+    try:
+        with torch.no_grad(), warnings.catch_warnings(), _ops_attributed_to_user_lines():
+            warnings.simplefilter("ignore")
+            jitted(*args)
+    except Exception as e:  # noqa: BLE001 - the constant-size traces decide then
+        if _caused_by_interrupt(e):
+            raise KeyboardInterrupt from e
+        return None
+    trace = thunder.last_traces(jitted)[0]
+    inputs = {a.name: k for k, a in enumerate(trace.args[: len(input_names)]) if isinstance(a, Proxy)}
+    derived: dict[str, frozenset[tuple[int, int]]] = {}  # size proxy -> the sizes it is computed from
+    # a test whose result some later op reads is arithmetic (Thunder's floor division tests signs);
+    # one that nothing reads went to Python's control flow: a branch
+    read = {a.name for bsym in trace.bound_symbols for a in bsym.flat_args if isinstance(a, NumberProxy)}
+    found = []
+    for bsym in trace.bound_symbols:
+        arg_names = [a.name for a in bsym.flat_args if isinstance(a, NumberProxy)]
+        if bsym.sym.id == prims.PrimIDs.SHAPE and getattr(bsym.args[0], "name", None) in inputs:
+            for axis, out in enumerate(bsym.flat_outs):
+                if isinstance(out, NumberProxy):
+                    derived[out.name] = frozenset({(inputs[bsym.args[0].name], axis)})
+            continue
+        sizes = frozenset().union(*(derived.get(n, frozenset()) for n in arg_names)) if arg_names else frozenset()
+        if not sizes:
+            continue
+        for out in bsym.flat_outs:
+            if isinstance(out, NumberProxy):
+                derived[out.name] = sizes
+        if not isinstance(bsym.sym.id, prims.PrimIDs) or bsym.sym.id.name.lower() not in _COMPARISON_FLIPS:
+            continue
+        op = bsym.sym.id.name.lower()
+        if any(isinstance(out, NumberProxy) and out.name in read for out in bsym.flat_outs):
+            continue
+        ref = source_line(bsym)
+        a, b = bsym.args[:2]
+        if isinstance(a, NumberProxy) and len(derived.get(a.name, ())) == 1 and a.name in _plain(derived, trace) and isinstance(b, int):
+            ((index, axis),) = derived[a.name]
+            found.append(SizeCondition(sizes, op, index, axis, b, ref))
+        elif isinstance(b, NumberProxy) and b.name in _plain(derived, trace) and isinstance(a, int):
+            ((index, axis),) = derived[b.name]
+            found.append(SizeCondition(sizes, _COMPARISON_FLIPS[op], index, axis, a, ref))
+        else:
+            found.append(SizeCondition(sizes, op, where=ref))
+    return found
+
+
+def _plain(derived: dict, trace: TraceCtx) -> set[str]:
+    """Size proxies that are an input's dim itself (outputs of ``prims.shape``), not computed from one."""
+    return {
+        out.name for bsym in trace.bound_symbols if bsym.sym.id == prims.PrimIDs.SHAPE for out in bsym.flat_outs
+        if isinstance(getattr(out, "name", None), str) and out.name in derived
+    }
+
+
+def source_line(bsym: BoundSymbol) -> str:
+    import linecache
+
+    if not bsym.source_filename or not bsym.source_positions:
+        return ""
+    line = bsym.source_positions.lineno
+    return f"{bsym.source_filename.rsplit('/', 1)[-1]}:{line}: {linecache.getline(bsym.source_filename, line).strip()}"
