@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from thunder_aot import __version__
 from thunder_aot.backends.base import Backend, Line, RegionView, ops_use_device, render_arg, render_dim, tuple_text
+from thunder_aot.export.generalize import env_inside
 from thunder_aot.model import Bucket, BucketProgram, Program, ProgramInput, Region, SymDim, TorchCall
 from thunder_aot.runtime import RUNTIME_VERSION
 from thunder_aot.shapes import format_bucket
@@ -248,7 +249,7 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
     kernel_inputs: set[str] = set()  # names some kernel reads as raw memory
     program_views: list[tuple[BucketProgram, dict[str, RegionView]]] = []
     for bp in program.programs:
-        known = tuple(_env_of(bucket, bp) for bucket, index in program.dispatch if index == bp.index and bucket.is_exact)
+        known = tuple(env_inside(bp.bucket, bucket) for bucket, index in program.dispatch if index == bp.index and bucket.is_exact)
         views: dict[str, RegionView] = {}
         for region in bp.regions():
             named = Region(_region_name(region, bp, len(program.programs)), region.inputs, region.outputs, region.ops)
@@ -341,13 +342,3 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
         state_args=tuple(_state_lookup(p) for p in state_inputs),
         state_args_in_call=tuple(_state_lookup(p, in_call=True) for p in state_inputs),
     )
-
-
-def _env_of(bucket: Bucket, program: BucketProgram) -> dict[str, int]:
-    """The program's dynamic dims at the exact bucket's shapes."""
-    env = {}
-    for spec, exact in zip(program.bucket.inputs, bucket.inputs):
-        for d, size in zip(spec.shape, exact.shape):
-            if isinstance(d, SymDim):
-                env[d.name] = size // d.coeff
-    return env

@@ -137,7 +137,7 @@ def _same_program(general: BucketProgram, concrete: BucketProgram, env: dict[str
     return first_difference(at, (concrete.inputs, concrete.steps, concrete.outputs)) is None
 
 
-def _env_inside(outer: Bucket, inner: Bucket) -> dict[str, int] | None:
+def env_inside(outer: Bucket, inner: Bucket) -> dict[str, int] | None:
     """The sizes of ``outer``'s dynamic dims at which it has the exact bucket ``inner``'s shapes
     (None when ``inner`` is not inside ``outer``)."""
     env: dict[str, int] = {}
@@ -201,7 +201,7 @@ def share_programs(traced: list[tuple[Bucket, BucketProgram]]) -> tuple[list[Buc
         if not bucket.is_exact:
             continue
         for d in dynamic:
-            env = _env_inside(traced[d][0], bucket)
+            env = env_inside(traced[d][0], bucket)
             if env is not None and _same_program(traced[d][1], program, env):
                 owner[k] = d
                 break
