@@ -44,20 +44,35 @@ def compare_at_every_bucket(module, aot, gen, shapes: str, device: str, label: s
     inputs at every bucket's edges and inside (``shapes``: the export's spec), ``aot``'s outputs
     poisoned, and compare. Returns the number of calls and each bucket's last inputs."""
     from thunder_aot.shapes import parse_shapes
-    from thunder_aot.verify import bucket_inputs, compare
+    from thunder_aot.verify import bucket_inputs, nonfinite_inputs
+    from thunder_aot.verify.judge import check_outputs
 
     generator = torch.Generator().manual_seed(torch.seed() >> 1)
     calls, last = 0, []
     with torch.no_grad():
         for bucket in parse_shapes(shapes):
-            for env, inputs in bucket_inputs(bucket, device, generator):
-                expected = module(*inputs)
+            sampled = list(bucket_inputs(bucket, device, generator))
+            env, inputs = sampled[-1]
+            for env, inputs in [*sampled, ({**env, "non-finite": True}, nonfinite_inputs(inputs, generator))]:
                 with poisoned_outputs(gen):
                     got = aot(*inputs)
-                compare(expected, got, f"{label} at {env}")
+                check_outputs(module, inputs, got, f"{label} at {env}")
                 calls += 1
-            last.append(inputs)
+            last.append(sampled[-1][1])
     return calls, last
+
+
+class Logits(torch.nn.Module):
+    """A causal LM's logits as a module of its token ids, positions made on the ids' device (a CUDA
+    graph cannot capture transformers' CPU-made ones): what the judgement's float64 twin runs."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        positions = torch.arange(ids.shape[1], device=ids.device)
+        return self.model(ids, use_cache=False, position_ids=positions[None], cache_position=positions).logits
 
 
 def run_cli(*args: str, cwd: Path = ROOT, env: dict | None = None, umask: int | None = None) -> subprocess.CompletedProcess:

@@ -14,7 +14,8 @@ from tests.examples import BACKENDS, EXPORTS
 from tests.helpers import ROOT, run_cli
 from thunder_aot.export.resolve import resolve_module
 from thunder_aot.shapes import parse_shapes
-from thunder_aot.verify import bucket_inputs, compare, load_module_from_text
+from thunder_aot.verify import bucket_inputs, load_module_from_text
+from thunder_aot.verify.judge import check_call, judge, upcast64
 
 IDS = [e[0] for e in EXPORTS]
 
@@ -41,7 +42,7 @@ def test_torch_backend_matches_source_at_edges_and_inside(stem, source, shapes):
         for bucket in parse_shapes(shapes):
             for env, inputs in bucket_inputs(bucket, "cpu", generator):
                 assert all(t.abs().sum() > 0 for t in inputs if t.is_floating_point())
-                compare(module(*inputs), aot(*inputs), f"{stem} at {env}")
+                check_call(module, aot, [*inputs], f"{stem} at {env}")
                 checked += 1
     assert checked >= 3
 
@@ -59,7 +60,7 @@ def test_state_dict_compatible_and_from_module_shares(stem, source, shapes):
     (bucket, *_) = parse_shapes(shapes)
     _, inputs = next(bucket_inputs(bucket, "cpu", torch.Generator().manual_seed(3)))
     with torch.no_grad():
-        compare(module(*inputs), fresh(*inputs), f"{stem} after load_state_dict")
+        check_call(module, fresh, [*inputs], f"{stem} after load_state_dict")
 
 
 def test_shape_outside_every_bucket_lists_the_buckets():
@@ -129,7 +130,7 @@ def test_exact_buckets_outside_a_range_share_one_program_over_their_sizes(tmp_pa
     with torch.no_grad():
         for s in (3, 5):
             x = torch.randn(1, s, 2880, dtype=torch.bfloat16)
-            compare(source(x), aot(x), f"exact bucket at {s}")
+            check_call(source, aot, [x], f"exact bucket at {s}")
         with pytest.raises(gen.NoBucketError):
             aot(torch.randn(1, 4, 2880, dtype=torch.bfloat16))
 
@@ -228,7 +229,7 @@ def test_fallback_option_runs_the_source_module_outside_every_bucket(tmp_path):
     module = gen.GptOssRMSNorm.from_module(source)
     x = torch.randn(2, 100, 2880, dtype=torch.bfloat16)  # outside the bucket
     with torch.no_grad():
-        compare(source(x), module(x), "fallback")
+        check_call(source, module, [x], "fallback")
     with pytest.raises(gen.NoBucketError):  # the pure function has no source module to fall back to
         gen.forward(x, source.weight)
     with pytest.raises(gen.NoBucketError):  # nor has a module built without from_module
@@ -243,16 +244,16 @@ def test_hooks_and_module_compile_still_run_through_the_fast_call_path():
     seen = []
     handle = module.register_forward_hook(lambda m, args, out: seen.append("local") or out * 2)
     with torch.no_grad():
-        compare(source(x) * 2, module(x), "with a forward hook")
+        judge(source(x) * 2, module(x), None, "with a forward hook")
     handle.remove()
     with torch.no_grad():
         expected = source(x)
     handle = torch.nn.modules.module.register_module_forward_pre_hook(lambda m, args: seen.append("global"))
     with torch.no_grad():
-        compare(expected, module(x), "with a global pre-hook")
+        judge(expected, module(x), None, "with a global pre-hook")
     handle.remove()
     with torch.no_grad():
-        compare(source(x), module(x), "with no hooks")
+        check_call(source, module, [x], "with no hooks")
     assert seen == ["local", "global"]
 
 
@@ -271,7 +272,9 @@ def test_torch_backend_gradients_match_the_source():
     x = torch.randn(9, 256, requires_grad=True)
     (g_src,) = torch.autograd.grad(source(x).square().sum(), x)
     (g_aot,) = torch.autograd.grad(aot(x).square().sum(), x)
-    compare(g_src, g_aot, "input gradient")
+    x64 = x.detach().double().requires_grad_(True)
+    (g_64,) = torch.autograd.grad(upcast64(source)(x64).square().sum(), x64)
+    judge(g_src, g_aot, g_64, "input gradient")
 
 
 def test_warmup_calls_every_bucket_at_its_edges_or_the_sizes_asked_for():
@@ -299,14 +302,14 @@ def test_a_forward_replaced_on_the_instance_or_overridden_in_a_subclass_is_the_o
     module = gen.GptOssRMSNorm.from_module(source)
     module.forward = lambda hidden_states: hidden_states + 1
     with torch.no_grad():
-        compare(x + 1, module(x), "forward replaced on the instance")
+        judge(x + 1, module(x), None, "forward replaced on the instance")
 
     class Doubled(gen.GptOssRMSNorm):
         def forward(self, hidden_states):
             return super().forward(hidden_states) * 2
 
     with torch.no_grad():
-        compare(source(x) * 2, Doubled.from_module(source)(x), "forward overridden in a subclass")
+        judge(source(x) * 2, Doubled.from_module(source)(x), None, "forward overridden in a subclass")
 
 
 @pytest.mark.parametrize("backend", ["nvfuser", "triton"])

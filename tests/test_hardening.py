@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from tests.helpers import ROOT
 from thunder_aot.export.resolve import resolve_module
-from thunder_aot.verify import compare, load_module_from_text
+from thunder_aot.verify import load_module_from_text
+from thunder_aot.verify.judge import check_call
 
 GEN = load_module_from_text((ROOT / "generated" / "rmsnorm_torch.py").read_text(), "hardening_rmsnorm")
 SOURCE = resolve_module("thunder_aot.examples.gpt_oss:rmsnorm")
@@ -39,7 +40,7 @@ def test_any_input_is_right_or_refused_with_one_line(lead, rows, hidden, dtype, 
     in_bucket = tuple(lead) == (1,) and hidden == 2880 and dtype == torch.bfloat16 and (1 <= rows <= 2048)
     with torch.no_grad():
         if in_bucket:
-            compare(SOURCE(x), AOT(x), f"{tuple(x.shape)} {dtype} strided={strided}")
+            check_call(SOURCE, AOT, [x], f"{tuple(x.shape)} {dtype} strided={strided}")
             return
         with pytest.raises(GEN.NoBucketError) as info:
             AOT(x)
@@ -52,7 +53,7 @@ def test_exact_buckets_serve_their_shapes_first():
     for rows in EXACT:
         x = torch.randn(1, rows, 2880, dtype=torch.bfloat16)
         with torch.no_grad():
-            compare(SOURCE(x), AOT(x), f"exact {rows}")
+            check_call(SOURCE, AOT, [x], f"exact {rows}")
 
 
 @pytest.mark.parametrize("delay", [0.0, 0.1, 0.2])

@@ -7,7 +7,7 @@ import torch
 
 from thunder_aot.errors import ExportError
 from thunder_aot.export.resolve import resolve_module
-from thunder_aot.verify.judge import judge_output, reference64
+from thunder_aot.verify.judge import judge_output, reference64, run64
 
 
 def test_judgement_accepts_rounding_refuses_errors_and_wants_eager_non_finite_values():
@@ -44,3 +44,20 @@ def test_the_float64_reference_keeps_the_modules_own_casts_in_float64():
     xd = x.double()
     exact = module.weight.double() * (xd * torch.rsqrt(xd.pow(2).mean(-1, keepdim=True) + module.variance_epsilon))
     torch.testing.assert_close(ref, exact, rtol=1e-12, atol=1e-12)
+
+
+class _PositionScale(torch.nn.Module):
+    """Casts integer positions with ``.float()`` (as transformers' rotary embeddings do) and mixes
+    them with a floating input."""
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        return x * positions.float()[:, None].sin()
+
+
+def test_the_float64_reference_casts_integers_to_float64_too():
+    """``positions.float()`` of integers must give float64 in the reference, or float64 meets
+    float32 and the reference cannot run (the judgement then fell back to eager alone)."""
+    x, positions = torch.randn(6, 4), torch.arange(6)
+    ref = run64(_PositionScale(), [x, positions])
+    assert ref.dtype is torch.float64
+    torch.testing.assert_close(ref, x.double() * positions.double()[:, None].sin(), rtol=1e-12, atol=1e-12)

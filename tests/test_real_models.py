@@ -9,10 +9,12 @@ import pytest
 import torch
 
 from tests.examples import HF_SUBMODULES
+from tests.helpers import Logits
 from thunder_aot import replace
 from thunder_aot.export import ExportRequest, build_program, export
 from thunder_aot.model import TorchCall
-from thunder_aot.verify import compare, load_module_from_text
+from thunder_aot.verify import load_module_from_text
+from thunder_aot.verify.judge import check_outputs
 
 pytest.importorskip("transformers")
 
@@ -50,7 +52,7 @@ def test_replace_in_a_transformers_model_keeps_its_outputs():
     assert model.model.norm.weight is original.model.norm.weight or torch.equal(model.model.norm.weight, original.model.norm.weight)
     ids = torch.randint(0, 512, (1, 37), generator=torch.Generator().manual_seed(torch.seed() >> 1))
     with torch.no_grad():
-        compare(original(ids).logits, model(ids).logits, "tiny llama logits after replace")
+        check_outputs(Logits(original), [ids], Logits(model)(ids), "tiny llama logits after replace")
     assert model.state_dict().keys() == original.state_dict().keys()
 
 
@@ -80,7 +82,7 @@ def test_replaced_model_under_torch_compile():
     compiled = torch.compile(model, backend="eager")
     ids = torch.randint(0, 512, (1, 21), generator=torch.Generator().manual_seed(torch.seed() >> 1))
     with torch.no_grad():
-        compare(original(ids).logits, compiled(ids).logits, "compiled tiny llama after replace")
+        check_outputs(Logits(original), [ids], Logits(compiled)(ids), "compiled tiny llama after replace")
 
 
 

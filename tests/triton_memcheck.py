@@ -6,6 +6,7 @@ computes garbage fails too."""
 
 from __future__ import annotations
 
+import copy
 import sys
 from pathlib import Path
 
@@ -17,7 +18,8 @@ sys.path.insert(0, str(ROOT))
 from tests.examples import EXPORTS  # noqa: E402
 from thunder_aot.export.resolve import resolve_module  # noqa: E402
 from thunder_aot.shapes import parse_shapes  # noqa: E402
-from thunder_aot.verify import bucket_inputs, compare, load_module_from_text  # noqa: E402
+from thunder_aot.verify import bucket_inputs, load_module_from_text  # noqa: E402
+from thunder_aot.verify.judge import judge, reference64  # noqa: E402
 
 
 def unaligned(t: torch.Tensor) -> torch.Tensor:
@@ -33,17 +35,18 @@ def main() -> int:
     generator = torch.Generator().manual_seed(torch.seed() >> 1)
     for stem, source, shapes in EXPORTS:
         gen = load_module_from_text((ROOT / "generated" / f"{stem}_triton.py").read_text(), f"memcheck_{stem}")
-        reference = resolve_module(source).eval()
-        aot = getattr(gen, type(reference).__name__).from_module(resolve_module(source).eval().cuda())
+        module = resolve_module(source).eval()
+        aot = getattr(gen, type(module).__name__).from_module(copy.deepcopy(module).cuda())
         with torch.no_grad():
             for bucket in parse_shapes(shapes):
                 for env, inputs in bucket_inputs(bucket, "cuda", generator):
-                    expected = reference(*[t.cpu() for t in inputs])
+                    cpu_inputs = [t.cpu() for t in inputs]
+                    expected, reference = module(*cpu_inputs), reference64(module, cpu_inputs)
                     for variant in (inputs, [unaligned(t) for t in inputs]):
                         got = aot(*variant)
                         torch.cuda.synchronize()
                         got = got.cpu() if isinstance(got, torch.Tensor) else type(got)(g.cpu() for g in got)
-                        compare(expected, got, f"{stem} (triton) at {env}")
+                        judge(expected, got, reference, f"{stem} (triton) at {env}")
                         calls += 1
         print(f"{stem}: ok", flush=True)
     print(f"{calls} calls checked")

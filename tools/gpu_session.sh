@@ -17,6 +17,9 @@
 #          rows-per-program sweep, the schedule sweep and fd_compare; (2) rotary, softmax and gated_mlp
 #          benched, then the Triton hot-path layers
 #   closing: all GPU tests (also cuda:1), then rotary and softmax benched, then the per-module hot path
+#   sound: sound export's repeat run: tools/seed_verify.py under 20 seeds, nvFuser and Triton, each
+#          (backend, set) in its own process at once (nvFuser compiles per size on the CPU)
+#   sound-modules BACKEND SET NAME...: the same for the named modules of one set, one process each
 #   final: after a Triton change: the Triton GPU tests (also cuda:1, models), the Triton hot-path layers,
 #          then rmsnorm and softmax benched
 set -u
@@ -64,6 +67,25 @@ elif [ "${1:-full}" = final ]; then
   step 70 overhead_triton python3 tools/overhead.py --backends triton --rounds 3 --out "$W/overhead_triton.md"
   step 100 rmsnorm "${BENCH[@]}" thunder_aot.examples.gpt_oss:rmsnorm --shapes "1x[1..65536]x2880:bf16" --sizes 1,128,2048,65536 --out "$W/rmsnorm"
   step 60 softmax "${BENCH[@]}" thunder_aot.examples.blocks:scaled_masked_softmax --shapes "1x8x[S=1..512]x[S]:bf16, 1x1x[S]x[S]:fp32" --sizes 1,512 --out "$W/softmax"
+elif [ "${1:-full}" = sound ]; then
+  for b in nvfuser triton; do
+    for s in generated hf sound; do
+      ( timeout 520 python3 tools/seed_verify.py --device cuda --backends $b --sets $s --out "$W/seeds_${b}_${s}.md" \
+          > "$W/seeds_${b}_${s}.log" 2>&1; echo "rc=$?" >> "$W/seeds_${b}_${s}.log" ) &
+    done
+  done
+  wait
+  tail -n 3 "$W"/seeds_*.log
+  pack
+elif [ "${1:-full}" = sound-modules ]; then  # sound-modules BACKEND SET NAME... : one process per module
+  b=$2; s=$3; shift 3
+  for m in "$@"; do
+    ( timeout 500 python3 tools/seed_verify.py --device cuda --backends $b --sets $s --modules $m --out "$W/seeds_${b}_${s}_$m.md" \
+        > "$W/seeds_${b}_${s}_$m.log" 2>&1; echo "rc=$?" >> "$W/seeds_${b}_${s}_$m.log" ) &
+  done
+  wait
+  tail -n 3 "$W"/seeds_*.log
+  pack
 else
   step 160 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs
   step 70 triton_schedule python3 tools/triton_schedule.py --out "$W/triton_schedule.md"

@@ -13,11 +13,11 @@ from thunder_aot.bench.report import floor_of
 from thunder_aot.bench.timing import copy_bandwidth_gb_per_s, device_time_us, interleaved_times
 from thunder_aot.errors import ExportError
 
-def _check(name: str, expected: object, actual: object, where: str) -> None:
-    from thunder_aot.verify import compare
+def _check(name: str, expected: object, actual: object, reference: object, where: str) -> None:
+    from thunder_aot.verify.judge import judge
 
     actual = actual[0] if isinstance(actual, list) and not isinstance(expected, (list, tuple)) else actual
-    compare(expected, actual, f"{name} at {where}")
+    judge(expected, actual, reference, f"{name} at {where}")
 
 
 def run_bench(
@@ -41,6 +41,7 @@ def run_bench(
     from thunder_aot.export.resolve import resolve_module
     from thunder_aot.shapes import parse_shapes
     from thunder_aot.verify import load_module_from_text, random_tensor
+    from thunder_aot.verify.judge import reference64
 
     cuda = torch.cuda.is_available() if device == "auto" else device == "cuda"
     if cuda and not torch.cuda.is_available():
@@ -108,6 +109,7 @@ def run_bench(
         progress(f"{point.label}: compiling and checking every system")
         with torch.no_grad():
             expected = module(*inputs)
+            reference = reference64(module, inputs)
             systems: dict[str, Call] = {"Eager": lambda: module(*inputs)}
             systems["thunder.jit"] = lambda: jitted(*inputs)
             if thunderfx is not None:
@@ -146,7 +148,7 @@ def run_bench(
                         graph_out = aot(*inputs)
                     graph.replay()
                     torch.cuda.synchronize()
-                    _check(graph_name, expected, graph_out, point.label)
+                    _check(graph_name, expected, graph_out, reference, point.label)
                     systems[graph_name] = graph.replay
                 except Exception as e:
                     skipped[graph_name] = f"capture failed: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
@@ -154,10 +156,10 @@ def run_bench(
                 if name in floors:  # a floor replays the kernels of a module checked here
                     continue
                 if name in generated:  # ours must run and match: an error here is a thunder-aot bug
-                    _check(name, expected, fn(), point.label)
+                    _check(name, expected, fn(), reference, point.label)
                     continue
                 try:  # a baseline that fails or differs is left out, with the reason
-                    _check(name, expected, fn() if not name.startswith("CUDA graph") else graph_out, point.label)
+                    _check(name, expected, fn() if not name.startswith("CUDA graph") else graph_out, reference, point.label)
                 except Exception as e:
                     skipped[name] = f"at {point.label}: {type(e).__name__}: {' '.join(str(e).split())[:160]}"
                     del systems[name]

@@ -29,8 +29,8 @@ class _StayInFloat64(torch.overrides.TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})
-        if func in _CASTS and args and isinstance(args[0], torch.Tensor) and args[0].is_floating_point():
-            return args[0]
+        if func in _CASTS and args and isinstance(args[0], torch.Tensor):  # x.float() of floats or integers
+            return args[0] if args[0].is_floating_point() else args[0].to(torch.float64)
         if kwargs.get("dtype") in _FLOATS:
             kwargs["dtype"] = torch.float64
         if func in (torch.Tensor.to, torch.Tensor.type):
@@ -52,12 +52,17 @@ def reference64(module: torch.nn.Module, inputs: list[torch.Tensor], upcast: tor
     ``fp64_ref``, without the module's own downcasts). ``upcast``: :func:`upcast64` of the module,
     made once for many calls. None where the module cannot run so."""
     try:
-        upcast = upcast if upcast is not None else copy.deepcopy(module).to(torch.float64)
-        inputs64 = [t.double() if t.is_floating_point() else t for t in inputs]
-        with torch.no_grad(), _StayInFloat64():
-            return upcast(*inputs64)
+        return run64(module, inputs, upcast)
     except Exception:  # noqa: BLE001 - a module that cannot run in float64 is judged against eager alone
         return None
+
+
+def run64(module: torch.nn.Module, inputs: list[torch.Tensor], upcast: torch.nn.Module | None = None):
+    """:func:`reference64`, raising where the module cannot run in float64."""
+    upcast = upcast if upcast is not None else copy.deepcopy(module).to(torch.float64)
+    inputs64 = [t.double() if t.is_floating_point() else t for t in inputs]
+    with torch.no_grad(), _StayInFloat64():
+        return upcast(*inputs64)
 
 
 def _flat(outputs) -> tuple:
@@ -139,12 +144,17 @@ def judge(expected, actual, reference, where: str) -> None:
         judge_output(e, a, r if isinstance(r, torch.Tensor) and r.shape == e.shape else None, f"{where}, output {k}")
 
 
-def check_call(source: torch.nn.Module, generated, inputs: list[torch.Tensor], where: str, reference: bool = True):
-    """Call the source module, its float64 twin and the generated module on ``inputs`` and judge
-    the generated module's outputs; returns them."""
+def check_outputs(source: torch.nn.Module, inputs: list[torch.Tensor], actual, where: str, reference: bool = True) -> None:
+    """Judge ``actual`` (what a generated module returned for ``inputs``) against the source module's
+    outputs and, unless ``reference`` is False, its float64 twin's (which must run: tests use this)."""
     with torch.no_grad():
         expected = source(*inputs)
-        ref = reference64(source, inputs) if reference else None
-    actual = generated(*inputs)
+        ref = run64(source, inputs) if reference else None
     judge(expected, actual, ref, where)
+
+
+def check_call(source: torch.nn.Module, generated, inputs: list[torch.Tensor], where: str, reference: bool = True):
+    """Call the generated module on ``inputs`` and judge its outputs (:func:`check_outputs`); returns them."""
+    actual = generated(*inputs)
+    check_outputs(source, inputs, actual, where, reference)
     return actual
