@@ -46,4 +46,9 @@ HF_SUBMODULES = [
         "1x[S=1..64]x256, 1x[S]x64, 1x[S]x64",
         {"torch.nn.functional.linear", "torch.matmul", "torch.Tensor.view", "torch.transpose", "torch.reshape", "torch.Tensor.contiguous"},
     ),
+    (
+        "thunder_aot.examples.hf:qwen3_decoder_layer",
+        "1x[S=1..64]x256, 1x[S]x64, 1x[S]x64",
+        {"torch.nn.functional.linear", "torch.matmul", "torch.Tensor.view", "torch.transpose", "torch.reshape", "torch.Tensor.contiguous"},
+    ),
 ]

@@ -101,3 +101,4 @@ CORRECT = [
     ("tests.sound_modules:fp16_rmsnorm_no_upcast", "1x[1..32]x256:fp16"),
     ("tests.sound_modules:relu_gate", "[S=1..16]x64:bf16, [S]x64:bf16"),
 ]
+

@@ -9,6 +9,8 @@ import pytest
 import torch
 
 from tests.examples import EXPORTS
+from tests.view_modules import KERNELS as VIEW_KERNELS
+from tests.view_modules import SOURCE_CALLS as VIEW_SOURCE_CALLS
 from tests.helpers import compare_at_every_bucket
 from thunder_aot.export.resolve import resolve_module
 from thunder_aot.shapes import parse_shapes
@@ -101,6 +103,34 @@ def test_triton_matches_eager_writes_every_element_and_replays_in_a_cuda_graph(s
             graph.replay()
             torch.cuda.synchronize()
             check_outputs(module, [*fresh], out, f"{stem} (triton) CUDA graph replay")
+
+
+@pytest.mark.parametrize("source,shapes", VIEW_KERNELS + VIEW_SOURCE_CALLS, ids=[k[0].split(":")[1] for k in VIEW_KERNELS + VIEW_SOURCE_CALLS])
+def test_triton_regions_with_views_on_the_gpu(source, shapes):
+    """Index kernels (views, transposes, expands, strided slices, cats, reductions under views) and
+    a region run as its source's calls: compiled for the GPU, every output element written, equal to
+    the source at every bucket's edges and inside (non-finite inputs included), and in a CUDA graph."""
+    from thunder_aot.export import ExportRequest, export
+
+    messages: list[str] = []
+    text = export(ExportRequest(source, (shapes,), backend="triton"), progress=messages.append)
+    assert any(m.startswith("verified:") for m in messages), messages
+    module = resolve_module(source).eval().cuda()
+    gen = load_module_from_text(text, f"gpu_views_{source.split(':')[1]}")
+    aot = getattr(gen, type(module).__name__).from_module(module)
+    _, last_inputs = compare_at_every_bucket(module, aot, gen, shapes, "cuda", f"{source} (triton)")
+    with torch.no_grad():
+        static = [t.clone() for t in last_inputs[-1]]
+        aot(*static)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = aot(*static)
+        for s in static:
+            s.copy_(torch.randn_like(s.float()).to(s.dtype))
+        graph.replay()
+        torch.cuda.synchronize()
+        check_outputs(module, static, out, f"{source} (triton) CUDA graph replay")
 
 
 @pytest.mark.parametrize("backend", ["nvfuser", "triton"])

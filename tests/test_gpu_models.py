@@ -141,3 +141,4 @@ def test_real_submodule_matches_eager_on_the_gpu(source, shapes, unfused, backen
     messages: list[str] = []
     export(ExportRequest(source, (shapes,), backend=backend), progress=messages.append)
     assert any(m.startswith("verified:") for m in messages), messages
+    assert not [m for m in messages if "kernel for" in m], messages  # every region a kernel

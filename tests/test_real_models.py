@@ -104,3 +104,14 @@ def test_kernel_regions_get_contiguous_inputs_from_torch_calls():
     assert len(needed) >= 2  # at least q and k
     for name in needed:
         assert f"{name} = {name}.contiguous()" in text, name
+
+
+@pytest.mark.parametrize("source,shapes,unfused", HF_SUBMODULES, ids=[m[0].split(":")[1] for m in HF_SUBMODULES])
+def test_every_region_of_transformers_submodules_is_a_triton_kernel(source, shapes, unfused):
+    """The Triton backend takes every region Thunder forms in transformers' norms, MLP, rotary and
+    decoder layers (Llama's, Qwen3's with its per-head norms): export reports none without a kernel."""
+    from thunder_aot.backends import get_backend
+    from thunder_aot.export import regions_without_kernels
+
+    program, _, _ = build_program(ExportRequest(source, (shapes,), backend="triton"), progress=lambda m: None)
+    assert program.programs and not regions_without_kernels(program, get_backend("triton"))

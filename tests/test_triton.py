@@ -14,6 +14,8 @@ import pytest
 
 from tests.examples import EXPORTS
 from tests.helpers import ROOT, run_cli
+from tests.view_modules import KERNELS as VIEW_KERNELS
+from tests.view_modules import SOURCE_CALLS as VIEW_SOURCE_CALLS
 
 IDS = [e[0] for e in EXPORTS]
 #: how many Triton kernels each module holds (regions whose kernel another bucket already has share it;
@@ -288,3 +290,55 @@ def test_an_unchecked_triton_export_runs_and_matches_its_source_under_the_interp
     assert "_FAST" not in text and "raise bad_input(" not in text
     forward = text.split("\ndef forward(")[1].split("\n\n\n")[0]
     assert forward.count("_device = eager_device(x)") == 1 and "_kernel[1](" in forward
+
+
+def _interpreted(source: str, shapes: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, str(ROOT / "tests" / "triton_interpreted_check.py"), source, shapes],
+                          env=env, capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("source,shapes", VIEW_KERNELS, ids=[k[0].split(":")[1] for k in VIEW_KERNELS])
+def test_regions_with_views_inside_are_one_kernel_each(source, shapes):
+    """Transposes, reshapes, expands, strided slices and cats inside a region (and a reduction under
+    a view) become index arithmetic in one kernel: export reports no region without a kernel, and the
+    kernels match the source at every bucket's edges and inside, non-finite inputs included, outputs
+    poisoned."""
+    result = _interpreted(source, shapes)
+    assert result.returncode == 0, result.stderr[-3000:]
+    messages = [line for line in result.stdout.splitlines() if line.startswith("export: ")]
+    assert messages and not [m for m in messages if "no triton kernel" in m], messages
+    assert result.stdout.splitlines()[-1].startswith("ok ")
+
+
+def test_a_region_no_kernel_takes_runs_as_its_source_calls():
+    """A softmax over the first dim: export names the region and what it runs as, the user's own calls
+    (one softmax, not the dozen prims it decomposes into), and the module matches its source."""
+    from thunder_aot.export import ExportRequest, export
+
+    ((source, shapes),) = VIEW_SOURCE_CALLS
+    result = _interpreted(source, shapes)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "no triton kernel for region aotFusion0 (amax, broadcast_in_dim, convert_element_type, div, exp, mul, " \
+           "shallow_copy, sub, sum): runs as its source's torch calls: torch.Tensor.to x2, torch.mul x1, torch.softmax x1" \
+           in result.stdout, result.stdout
+    text = export(ExportRequest(source, (shapes,), backend="triton"), verify=False)
+    body = text[text.index("def forward("):]
+    assert "torch.softmax(" in body and "torch.amax(" not in body and "torch.exp(" not in body
+    assert "no kernel for convert_element_type, mul" in body  # the region's comment says what happened
+
+
+@pytest.mark.parametrize("backend", ["triton", "nvfuser"])
+def test_a_region_can_use_the_definition_another_region_emits(backend):
+    """Regions with the same definition (a layer's input norm in two programs) share one kernel: the
+    sharing view keeps everything but its name and emits no definition of its own."""
+    from thunder_aot.backends import get_backend
+    from thunder_aot.export import ExportRequest, build_program
+
+    program, _, _ = build_program(ExportRequest("thunder_aot.examples.gpt_oss:rmsnorm", ("1x[1..8]x2880:bf16",), backend=backend),
+                                  progress=lambda m: None)
+    bp = program.programs[0]
+    view = get_backend(backend).region_view(bp.regions()[0], bp.bucket.dims)
+    shared = view.sharing("fusion0")
+    assert view.template and shared.template == "" and shared.name == "fusion0"
+    assert shared.definition_key == view.definition_key

@@ -133,6 +133,10 @@ class Region:
     inputs: tuple[Value, ...]
     outputs: tuple[Value, ...]
     ops: tuple[PrimOp, ...]
+    #: the torch calls the region came from (the user's calls as Thunder recorded them before
+    #: decomposing them into ``ops``): what it runs as where a backend cannot make it a kernel;
+    #: empty where Thunder's torch executor could not take them whole
+    source_calls: tuple["TorchCall", ...] = ()
 
 
 @dataclass(frozen=True)

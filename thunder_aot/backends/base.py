@@ -6,7 +6,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Protocol
 
-from thunder_aot.model import Arg, Const, DeviceArg, Dim, DimRange, DType, Ref, Region, Seq, SizeArg, SymDim, TorchName
+from thunder_aot.model import Arg, Const, DeviceArg, Dim, DimRange, DType, Ref, Region, Seq, SizeArg, SymDim, TorchCall, TorchName
 
 
 def render_dim(dim: Dim) -> str:
@@ -78,6 +78,14 @@ def ops_use_device(ops) -> bool:
 
 def uses_device(region: Region) -> bool:
     return ops_use_device(region.ops)
+
+
+def torch_call_line(call: TorchCall, comment: str | None = None) -> "Line":
+    """``outputs = target(args, kwargs)``, commented with its source line (or ``comment``)."""
+    args = [render_arg(a) for a in call.args] + [f"{k}={render_arg(v)}" for k, v in call.kwargs]
+    targets = ", ".join(o.name for o in call.outputs)
+    text = comment if comment is not None else (call.source.comment() if call.source else "")
+    return Line(f"{targets} = {call.target}({', '.join(args)})", text)
 
 
 def source_comments(ops) -> list[str]:

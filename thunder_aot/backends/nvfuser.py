@@ -148,7 +148,6 @@ class TensorDefinition:
 
 @dataclass(frozen=True)
 class NvRegionView:
-    template = "nvfuser_region.py.jinja"
     runs_kernel = True
     name: str
     inputs: tuple[TensorDefinition, ...]
@@ -159,6 +158,8 @@ class NvRegionView:
     dim_params: tuple[str, ...]  # dynamic sizes the definition is specialised for ("" when symbolic)
     known_sizes: tuple[tuple[int, ...], ...]  # sizes recorded at import (exact buckets of the program)
     frontend: str
+    #: the partial template of its definition ("" where it uses another region's: :meth:`sharing`)
+    template: str = "nvfuser_region.py.jinja"
 
     @property
     def specialized(self) -> bool:

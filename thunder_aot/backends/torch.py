@@ -9,9 +9,11 @@ from dataclasses import dataclass
 from thunder_aot.backends.base import (
     Backend,
     Line,
+    ops_use_device,
     render_arg,
     render_dim,
     source_comments,
+    torch_call_line,
     uses_device,
 )
 from thunder_aot.model import Const, DimRange, PrimOp, Ref, Region, Seq, TensorSpec
@@ -168,6 +170,8 @@ class TorchRegionView:
 
     name: str
     steps: tuple[Line, ...]
+    #: the user's source-level calls (a fallback), not the region's prims
+    source_level: bool = False
     template = ""
     runs_kernel = False
     definition_key = None
@@ -199,3 +203,14 @@ class TorchBackend(Backend):
         if uses_device(region):
             lines.insert(0, Line(f"device = {region.inputs[0].name}.device"))
         return TorchRegionView(name=region.name, steps=tuple(lines))
+
+    def source_view(self, region: Region, dims: tuple[DimRange, ...] = ()) -> TorchRegionView:
+        """The region as the torch calls it came from (as many as the user's code makes, never one
+        per prim), for a backend that cannot make it a kernel; as its prims where those are unknown."""
+        if not region.source_calls:
+            return self.region_view(region, dims)
+        comments = source_comments(region.source_calls)
+        lines = [torch_call_line(call, comment) for call, comment in zip(region.source_calls, comments)]
+        if ops_use_device(region.source_calls):
+            lines.insert(0, Line(f"device = {region.inputs[0].name}.device"))
+        return TorchRegionView(name=region.name, steps=tuple(lines), source_level=True)

@@ -7,11 +7,12 @@ backend's region views.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 
 from thunder_aot import __version__
-from thunder_aot.backends.base import Backend, Line, RegionView, ops_use_device, render_arg, render_dim, tuple_text
+from thunder_aot.backends.base import Backend, Line, RegionView, ops_use_device, render_dim, torch_call_line, tuple_text
 from thunder_aot.export.generalize import env_inside
 from thunder_aot.model import Bucket, BucketProgram, Program, ProgramInput, Region, SymDim, TorchCall
 from thunder_aot.runtime import RUNTIME_VERSION
@@ -158,7 +159,10 @@ def _step_lines(program: BucketProgram, views: dict[str, RegionView]) -> tuple[L
     for step in program.steps:
         if isinstance(step, Region):
             view = views[step.name]
-            lines.append(Line("", f"{view.name}: {', '.join(op.prim for op in step.ops)}"))
+            if getattr(view, "source_level", False):
+                lines.append(Line("", f"{view.name}: no kernel for {', '.join(op.prim for op in step.ops)}; its source's torch calls"))
+            else:
+                lines.append(Line("", f"{view.name}: {', '.join(op.prim for op in step.ops)}"))
             if view.runs_kernel:
                 for v in step.inputs:
                     if v.name in from_torch:
@@ -169,9 +173,7 @@ def _step_lines(program: BucketProgram, views: dict[str, RegionView]) -> tuple[L
             lines += view.steps
         else:
             from_torch.update(o.name for o in step.outputs)
-            args = [render_arg(a) for a in step.args] + [f"{k}={render_arg(v)}" for k, v in step.kwargs]
-            targets = ", ".join(o.name for o in step.outputs)
-            lines.append(Line(f"{targets} = {step.target}({', '.join(args)})", step.source.comment() if step.source else ""))
+            lines.append(torch_call_line(step))
     if ops_use_device([s for s in program.steps if isinstance(s, TorchCall)]):
         lines.insert(0, Line(f"device = {program.inputs[0].name}.device"))
     return tuple(lines)
@@ -252,7 +254,7 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
         known = tuple(env_inside(bp.bucket, bucket) for bucket, index in program.dispatch if index == bp.index and bucket.is_exact)
         views: dict[str, RegionView] = {}
         for region in bp.regions():
-            named = Region(_region_name(region, bp, len(program.programs)), region.inputs, region.outputs, region.ops)
+            named = dataclasses.replace(region, name=_region_name(region, bp, len(program.programs)))
             view = backend.region_view(named, bp.bucket.dims, known)
             key = view.definition_key
             if key is not None and key in shared:

@@ -88,21 +88,46 @@ def apply_rotary():
 
 
 class DecoderLayer(nn.Module):
-    """A whole LlamaDecoderLayer (attention's matmuls stay torch calls), called with the rotary
-    (cos, sin) as plain tensor inputs."""
+    """A whole transformers decoder layer (attention's matmuls stay torch calls), called with the
+    rotary (cos, sin) as plain tensor inputs."""
 
-    def __init__(self) -> None:
+    def __init__(self, layer: nn.Module) -> None:
         super().__init__()
-        from transformers.models.llama.modeling_llama import LlamaDecoderLayer
-
-        self.layer = LlamaDecoderLayer(llama_config(), layer_idx=0)
+        self.layer = layer
 
     def forward(self, hidden_states, cos, sin):
-        return self.layer(hidden_states, attention_mask=None, position_embeddings=(cos, sin))
+        out = self.layer(hidden_states, attention_mask=None, position_embeddings=(cos, sin))
+        return out[0] if isinstance(out, tuple) else out
 
 
 def llama_decoder_layer():
-    return _randomize(DecoderLayer(), 17)
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer
+
+    return _randomize(DecoderLayer(LlamaDecoderLayer(llama_config(), layer_idx=0)), 17)
+
+
+def llama_1b_decoder_layer():
+    """One decoder layer shaped as Llama-3.2-1B's (hidden 2048, 32 heads of 64, 8 KV heads,
+    intermediate 8192), in bf16, for benchmarks."""
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer
+
+    config = llama_config(hidden_size=2048, intermediate_size=8192, num_attention_heads=32, num_key_value_heads=8,
+                          head_dim=64, rms_norm_eps=1e-5)
+    return _randomize(DecoderLayer(LlamaDecoderLayer(config, layer_idx=0)), 20).to(torch.bfloat16)
+
+
+def qwen3_decoder_layer():
+    """Qwen3's layer: RMSNorms over each head of q and k (q_norm, k_norm) between the projections
+    and the rotary embedding."""
+    from transformers import Qwen3Config
+    from transformers.models.qwen3.modeling_qwen3 import Qwen3DecoderLayer
+
+    config = Qwen3Config(
+        hidden_size=HIDDEN, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        head_dim=64, vocab_size=512, max_position_embeddings=256, rms_norm_eps=1e-6,
+    )
+    config._attn_implementation = "eager"
+    return _randomize(DecoderLayer(Qwen3DecoderLayer(config, layer_idx=0)), 19)
 
 
 def tiny_llama():

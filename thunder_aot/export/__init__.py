@@ -343,6 +343,28 @@ def _with_persistence(p: ProgramInput, module: torch.nn.Module) -> ProgramInput:
     return dataclasses.replace(p, persistent=leaf not in owner._non_persistent_buffers_set)
 
 
+def regions_without_kernels(program: Program, backend) -> list[str]:
+    """One line per region the backend runs as torch calls, not as a kernel: what it holds, and what
+    it runs as instead (the user's source-level calls, or one call per prim)."""
+    if backend.name == "torch":
+        return []
+    lines = []
+    for bp in program.programs:
+        for region in bp.regions():
+            view = backend.region_view(region, bp.bucket.dims)
+            if view.runs_kernel:
+                continue
+            where = f"program {bp.index}, " if len(program.programs) > 1 else ""
+            if getattr(view, "source_level", False):
+                calls = Counter(c.target for c in region.source_calls)
+                instead = "its source's torch calls: " + ", ".join(f"{t} x{n}" for t, n in sorted(calls.items()))
+            else:
+                instead = f"one torch call per prim ({len(region.ops)})"
+            prims = sorted({op.prim for op in region.ops})
+            lines.append(f"no {backend.name} kernel for {where}region {region.name} ({', '.join(prims)}): runs as {instead}")
+    return lines
+
+
 def export(request: ExportRequest, *, verify: bool = True, progress: Progress | None = None) -> str:
     """Generate the module's text (``request.out`` only goes into its header; callers write)."""
     from thunder_aot.codegen import render
@@ -354,6 +376,8 @@ def export(request: ExportRequest, *, verify: bool = True, progress: Progress | 
     if unfused:
         listed = ", ".join(f"{target} x{count}" for target, count in sorted(unfused.items()))
         progress(f"not fused (run as torch calls): {listed}")
+    for line in regions_without_kernels(program, backend):
+        progress(line)
     progress(
         f"rendering {len(program.dispatch)} bucket(s) as {len(program.programs)} program(s) with the {backend.name} backend"
     )

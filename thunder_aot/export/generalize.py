@@ -71,7 +71,7 @@ def _unify(items: list[object], envs: list[dict[str, int]], path: str) -> object
         return dataclasses.replace(
             first,
             **{
-                f.name: _unify([getattr(i, f.name) for i in items], envs, f"{sub}.{f.name}")
+                f.name: _unify_field(f.name, [getattr(i, f.name) for i in items], envs, f"{sub}.{f.name}")
                 for f in dataclasses.fields(first)
                 if f.name not in ("bucket",)
             },
@@ -83,6 +83,17 @@ def _unify(items: list[object], envs: list[dict[str, int]], path: str) -> object
     if any(i != first for i in items):
         raise _Mismatch(f"{path}: {items[0]!r} becomes {[i for i in items if i != first][0]!r} at another size")
     return first
+
+
+def _unify_field(name: str, items: list[object], envs: list[dict[str, int]], path: str) -> object:
+    """A region's source calls are its fallback, not its program: where they do not generalise, the
+    region goes without them (it then falls back to its prims) rather than refusing the bucket."""
+    if name != "source_calls":
+        return _unify(items, envs, path)
+    try:
+        return _unify(items, envs, path)
+    except _Mismatch:
+        return ()
 
 
 def generalize(programs: list[BucketProgram], envs: list[dict[str, int]]) -> BucketProgram:

@@ -65,6 +65,18 @@ def _relative_source(filename: str) -> str:
     return (best or Path(path.name)).as_posix()
 
 
+def _refs(call: TorchCall) -> list[Ref]:
+    """Every tensor a call reads (in its args, kwargs and sequences of them)."""
+    out, todo = [], [*call.args, *(v for _, v in call.kwargs)]
+    while todo:
+        a = todo.pop()
+        if isinstance(a, Ref):
+            out.append(a)
+        elif isinstance(a, Seq):
+            todo.extend(a.items)
+    return out
+
+
 def source_ref(bsym) -> SourceRef | None:
     if not bsym.source_filename or not bsym.source_positions:
         return None
@@ -137,12 +149,41 @@ class Lowerer:
                 source=source_ref(top),
             )
             ops += self.nan_propagating(op, ops) if top.sym.name in NAN_PROPAGATING else [op]
+        inputs = tuple(self.value(p) for p in fused.inputs)
+        outputs = tuple(self.value(p) for p in fused.outputs)
         return Region(
             name=bsym.sym.name,
-            inputs=tuple(self.value(p) for p in fused.inputs),
-            outputs=tuple(self.value(p) for p in fused.outputs),
+            inputs=inputs,
+            outputs=outputs,
             ops=tuple(ops),
+            source_calls=self.source_calls(fused, bsym.sym.name, inputs, outputs),
         )
+
+    def source_calls(self, fused, region: str, inputs: tuple[Value, ...], outputs: tuple[Value, ...]) -> tuple[TorchCall, ...]:
+        """The region's source-level torch calls, their intermediate values named apart from the
+        program's (``<region>_<name>``); () where any is not a torch call or they do not compute
+        exactly the region's outputs from its inputs."""
+        if not fused.source_calls:
+            return ()
+        boundary = {v.name for v in (*inputs, *outputs)}
+        own = Lowerer(self.traced, self.input_names)
+        own.renames = {p.name: self.name(p.name) for p in (*fused.inputs, *fused.outputs)}
+        own.renames.update({made: self.name(output) for made, output in fused.source_calls.outputs.items()})
+        calls = []
+        try:
+            for b in fused.source_calls.calls:
+                for proxy in (*b.flat_args, *b.flat_outs):
+                    if isinstance(proxy, TensorProxy) and proxy.name not in own.renames:
+                        own.renames[proxy.name] = f"{region}_{proxy.name}"
+                calls.append(own.torch_call(b))
+        except ExportError:
+            return ()
+        defined = {v.name for v in inputs}
+        for call in calls:
+            if any(isinstance(a, Ref) and a.name not in defined for a in _refs(call)):
+                return ()
+            defined.update(o.name for o in call.outputs)
+        return tuple(calls) if boundary - {v.name for v in inputs} <= defined else ()
 
     def nan_propagating(self, op: PrimOp, before: list[PrimOp]) -> list[PrimOp]:
         """``where(x > 0, x, 0)`` (Thunder's relu) gives 0 for NaN where eager's relu gives NaN: its

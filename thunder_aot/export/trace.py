@@ -67,6 +67,15 @@ def _ops_attributed_to_user_lines():
 
 
 @dataclass
+class SourceCalls:
+    """A region's top-level symbols as the torch executor runs them, and which of the values they
+    make are the region's outputs (by the executor's name -> the region's name)."""
+
+    calls: list[BoundSymbol]
+    outputs: dict[str, str]
+
+
+@dataclass
 class FusedRegion:
     """What the fusion pass recorded about one region: flattened prims with their source bsym."""
 
@@ -74,10 +83,12 @@ class FusedRegion:
     inputs: list[Proxy]
     outputs: list[Proxy]
     prims: list[tuple[BoundSymbol, BoundSymbol]]  # (prim bsym, the top-level bsym it came from)
+    #: the top-level symbols as torch calls (None: the torch executor could not take them whole)
+    source_calls: SourceCalls | None = None
 
 
-def _region_callable(bsyms: list[BoundSymbol], inputs: list[Proxy], outputs: list[Proxy]) -> Callable:
-    """Execute a region's prims with Thunder's torch executor (only used while tracing)."""
+def _region_trace(bsyms: list[BoundSymbol], inputs: list[Proxy], outputs: list[Proxy]) -> TraceCtx:
+    """The region's bound symbols as a trace of their own, for Thunder's torch executor."""
     from thunder.core.codeutils import SigInfo
 
     region_trace = TraceCtx(None)
@@ -95,9 +106,38 @@ def _region_callable(bsyms: list[BoundSymbol], inputs: list[Proxy], outputs: lis
                 region_trace.add_name(o.name)
     region_trace._siginfo = SigInfo("region")
     region_trace._siginfo.args = [(a.name, None) for a in inputs]
-    return transform_for_execution(region_trace, executors_list=(torch_executor,)).python_callable(
+    return region_trace
+
+
+def _region_callable(bsyms: list[BoundSymbol], inputs: list[Proxy], outputs: list[Proxy]) -> Callable:
+    """Execute a region's prims with Thunder's torch executor (only used while tracing)."""
+    return transform_for_execution(_region_trace(bsyms, inputs, outputs), executors_list=(torch_executor,)).python_callable(
         include_decorators=False
     )
+
+
+#: bound symbols of a torch-executor trace that are bookkeeping, not calls
+_BOOKKEEPING = ("UNPACK_TRIVIAL", "RETURN", "DEL", "COMMENT", "UNPACK_SEQUENCE")
+
+
+def _source_calls(group: list[BoundSymbol], inputs: list[Proxy], outputs: list[Proxy]) -> SourceCalls | None:
+    """The region's top-level symbols (the user's torch calls as Thunder recorded them, before
+    decomposition into prims) as Thunder's torch executor runs them: what the region runs as where a
+    backend cannot make it a kernel. None where the torch executor cannot take them whole."""
+    try:
+        executed = transform_for_execution(_region_trace(group, inputs, outputs), executors_list=(torch_executor,))
+    except Exception:  # noqa: BLE001 - the region then runs as its prims, one torch call each
+        return None
+    calls = [b for b in executed.bound_symbols if not (isinstance(b.sym.id, prims.PrimIDs) and b.sym.id.name in _BOOKKEEPING)]
+    returned = next((b for b in executed.bound_symbols if b.sym.id == prims.PrimIDs.RETURN), None)
+    if returned is None:
+        return None
+    results = returned.args[0]
+    results = list(results) if isinstance(results, (list, tuple)) else [results]
+    if len(results) != len(outputs):
+        return None
+    # the executor may re-trace a call and name its result anew: the region's output, in order
+    return SourceCalls(calls, {r.name: o.name for r, o in zip(results, outputs) if hasattr(r, "name")})
 
 
 class AotFusionExecutor(FusionExecutor):
@@ -140,7 +180,7 @@ class AotFusionExecutor(FusionExecutor):
             inputs = [unvariableify(x) for x in region.inputs]
             outputs = [unvariableify(x) for x in region.outputs]
             name = f"{FUSION_PREFIX}{len(self.regions)}"
-            self.regions.append(FusedRegion(name, inputs, outputs, flat))
+            self.regions.append(FusedRegion(name, inputs, outputs, flat, _source_calls(group, inputs, outputs)))
             fn = _region_callable([b for b, _ in flat], inputs, outputs)
             bsyms_out.append(
                 self.register_temporary_operation(name, fn, inputs=inputs, outputs=outputs, bsyms=[b for b, _ in flat])

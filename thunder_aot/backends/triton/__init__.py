@@ -18,6 +18,9 @@ from thunder_aot.backends.torch import TorchBackend, TorchRegionView
 from thunder_aot.backends.triton.interpreter import interpreter_rounds_like_the_gpu
 from thunder_aot.backends.triton.launch import TritonRegionView, contiguous_strides
 from thunder_aot.backends.triton.lowering import Expr, Kind, RowProgram, Unsupported
+from thunder_aot.backends.triton.pointwise import BLOCK as POINTWISE_BLOCK
+from thunder_aot.backends.triton.pointwise import NUM_WARPS as POINTWISE_WARPS
+from thunder_aot.backends.triton.pointwise import PointwiseProgram
 from thunder_aot.model import DimRange, Region
 
 class TritonBackend(Backend):
@@ -55,10 +58,62 @@ class TritonBackend(Backend):
     def region_view(
         self, region: Region, dims: tuple[DimRange, ...] = (), known_sizes: tuple[dict[str, int], ...] = ()
     ) -> TritonRegionView | TorchRegionView:
+        """A row kernel where the region fits rows of its innermost dim; else a pointwise kernel
+        over its outputs' elements (views inside); else the torch calls it came from."""
         try:
             return self._kernel_view(region, dims)
         except Unsupported:
-            return self.torch.region_view(region, dims)
+            pass
+        try:
+            return self._pointwise_view(region, dims)
+        except Unsupported:
+            return self.torch.source_view(region, dims)
+
+    def _pointwise_view(self, region: Region, dims: tuple[DimRange, ...]) -> TritonRegionView:
+        prog = PointwiseProgram(region, dims)
+        body, outputs = prog.body()
+        if not region.inputs:
+            raise Unsupported("a region without inputs")
+        first = region.inputs[0].name
+        kernel_params = [f"{v.name}_ptr" for v in region.inputs] + [f"{o.value.name}_out_ptr" for o in outputs]
+        launch_args = [v.name for v in region.inputs] + [o.value.name for o in outputs]
+        allocations = []
+        for o in outputs:
+            sizes_text = [render_dim(d) for d in o.value.spec.shape]
+            sizes, dtype = tuple_text(sizes_text), f"torch.{o.value.spec.dtype}"
+            allocations.append(
+                Line(f"{o.value.name} = empty_strided_cuda({sizes}, {tuple_text(contiguous_strides(sizes_text))}, {dtype}) "
+                     f"if _device >= 0 else torch.empty({sizes}, dtype={dtype}, device={first}.device)")
+            )
+        size_params = list(prog.size_params)
+        if prog.tiled:  # whole rows of the outputs' innermost dim, several to a program
+            plan = prog.plan
+            rows = _largest([_numel_text(o.value.spec.shape[:-1]) for o in outputs])
+            programs = str(-(-int(rows) // plan.rows)) if rows.isdigit() else f"triton.cdiv({rows}, {plan.rows})"
+            n_expr, static, block, warps = str(prog.width), True, plan.block, plan.num_warps
+            note = plan.note(prog.width)
+        else:  # a flat range of elements per program
+            n_expr = _largest([_numel_text(o.value.spec.shape) for o in outputs])
+            static, block, warps = n_expr.isdigit(), POINTWISE_BLOCK, POINTWISE_WARPS
+            programs = str(-(-int(n_expr) // block)) if static else f"triton.cdiv({n_expr}, {block})"
+            note = f"pointwise: BLOCK={block} elements per program, {warps} warps"
+        runtime = [*size_params, *([] if static else ["N"])]
+        return TritonRegionView(
+            name=region.name,
+            decorator=f"@triton.jit(do_not_specialize={runtime!r})" if runtime else "@triton.jit",
+            params=tuple(v.name for v in region.inputs),
+            kernel_params=(*kernel_params, *size_params),
+            n_param="N: tl.constexpr" if static else "N",
+            body=tuple(body),
+            schedule_note=note,
+            programs=programs,
+            row_count=(),
+            allocations=tuple(allocations),
+            launch_args=(*launch_args, *size_params),
+            n=n_expr,
+            block=block,
+            num_warps=warps,
+        )
 
     def _kernel_view(self, region: Region, dims: tuple[DimRange, ...]) -> TritonRegionView:
         prog = RowProgram(region, dims)
@@ -147,3 +202,21 @@ class TritonBackend(Backend):
             block=plan.block,
             num_warps=plan.num_warps,
         )
+
+
+def _numel_text(shape: tuple) -> str:
+    """Python text of a shape's number of elements, in the bucket branch's size names."""
+    static, symbolic = 1, []
+    for d in shape:
+        if isinstance(d, int):
+            static *= d
+        else:
+            symbolic.append(render_dim(d))
+    return " * ".join(([str(static)] if static != 1 or not symbolic else []) + symbolic)
+
+
+def _largest(counts: list[str]) -> str:
+    """Python text of the largest of these counts (folded where all are numbers)."""
+    if all(c.isdigit() for c in counts):
+        return str(max(int(c) for c in counts))
+    return counts[0] if len(set(counts)) == 1 else f"max({', '.join(dict.fromkeys(counts))})"

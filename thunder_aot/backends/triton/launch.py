@@ -9,7 +9,6 @@ from thunder_aot.backends.base import Line, nested, tuple_text
 
 @dataclass(frozen=True)
 class TritonRegionView:
-    template = "triton_region.py.jinja"
     runs_kernel = True
     name: str  # the kernel's name: <name>_kernel (the @triton.jit function) and <name> (its runtime Kernel)
     decorator: str
@@ -25,6 +24,8 @@ class TritonRegionView:
     n: str
     block: int
     num_warps: int
+    #: the partial template of its definition ("" where it uses another region's: :meth:`sharing`)
+    template: str = "triton_region.py.jinja"
 
     @property
     def definition_key(self) -> tuple:

@@ -1,0 +1,132 @@
+"""Modules whose fusion regions have shape ops in the middle (views, transposes, expands, strided
+slices, cats) or reduce under them: the Triton backend makes each region one kernel. And one whose
+region no kernel takes (a softmax over the first dim), which runs as its source's torch calls."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+class HeadsRotary(nn.Module):
+    """``x.view(b, s, heads, dim).transpose(1, 2)`` then the rotary embedding, in bf16 with fp32 math."""
+
+    heads, dim = 4, 32
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        b, s, _ = x.shape
+        q = x.view(b, s, self.heads, self.dim).transpose(1, 2)
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        return (q.float() * cos.float() + _rotate_half(q).float() * sin.float()).to(x.dtype)
+
+
+class MergeHeads(nn.Module):
+    """Attention's output heads back to the hidden dim: transpose, reshape, then scale and shift."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(128) * 0.1 + 1)
+        self.bias = nn.Parameter(torch.randn(128) * 0.1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, h, s, d = x.shape
+        return x.transpose(1, 2).reshape(b, s, h * d) * self.weight + self.bias
+
+
+class StridedPairs(nn.Module):
+    """Even and odd lanes (slices with a step), multiplied, next to their sum (a cat)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        even, odd = x[..., ::2], x[..., 1::2]
+        return torch.cat((even * odd, even + odd), dim=-1)
+
+
+class RepeatKV(nn.Module):
+    """transformers' repeat_kv (an expand and a reshape) followed by a scale."""
+
+    def forward(self, k: torch.Tensor) -> torch.Tensor:
+        b, kv, s, d = k.shape
+        return k[:, :, None, :, :].expand(b, kv, 3, s, d).reshape(b, kv * 3, s, d) * 1.5
+
+
+class HeadNorm(nn.Module):
+    """Qwen3's per-head RMSNorm between the projection's view and the transpose."""
+
+    heads, dim = 4, 64
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(64) * 0.1 + 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, _ = x.shape
+        h = x.view(b, s, self.heads, self.dim).float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)
+        return (self.weight * h.to(x.dtype)).transpose(1, 2)
+
+
+class TwoShapes(nn.Module):
+    """Two outputs of different shapes from one region."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return (x * 2).transpose(0, 1), x[:, :8] + 1
+
+
+class ColumnSoftmax(nn.Module):
+    """A softmax over the first dim: no Triton kernel reduces over other than the rows' lanes."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(x.float() * 0.5, dim=0).to(x.dtype)
+
+
+def _seeded(module: nn.Module) -> nn.Module:
+    torch.manual_seed(5)
+    for name, p in module.named_parameters():
+        p.data.copy_(torch.randn_like(p) * 0.1 + (1 if name == "weight" else 0))
+    return module.eval().requires_grad_(False)
+
+
+def heads_rotary() -> HeadsRotary:
+    return HeadsRotary()
+
+
+def merge_heads() -> MergeHeads:
+    return _seeded(MergeHeads())
+
+
+def strided_pairs() -> StridedPairs:
+    return StridedPairs()
+
+
+def repeat_kv() -> RepeatKV:
+    return RepeatKV()
+
+
+def head_norm() -> HeadNorm:
+    return _seeded(HeadNorm())
+
+
+def two_shapes() -> TwoShapes:
+    return TwoShapes()
+
+
+def column_softmax() -> ColumnSoftmax:
+    return ColumnSoftmax()
+
+
+#: (import path, shapes): every region one Triton kernel
+KERNELS = [
+    ("tests.view_modules:heads_rotary", "1x[S=1..40]x128:bf16, 1x[S]x32:bf16, 1x[S]x32:bf16"),
+    ("tests.view_modules:merge_heads", "2x4x[S=1..40]x32:bf16"),
+    ("tests.view_modules:strided_pairs", "[1..40]x64:fp32"),
+    ("tests.view_modules:repeat_kv", "1x2x[S=1..40]x32:bf16"),
+    ("tests.view_modules:head_norm", "1x[S=1..40]x256:bf16"),
+    ("tests.view_modules:two_shapes", "[1..40]x16:fp32"),
+]
+#: (import path, shapes): a region no Triton kernel takes
+SOURCE_CALLS = [("tests.view_modules:column_softmax", "[2..40]x128:bf16")]

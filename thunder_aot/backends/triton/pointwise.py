@@ -1,0 +1,453 @@
+"""Lowering of regions with shape ops in them (reshape, transpose, broadcast, slice, cat, squeeze),
+as Thunder forms for rotary embeddings of ``q_proj(x).view(...).transpose(1, 2)`` or Qwen3's
+per-head RMSNorm of ``q_proj(x).view(...)``: one ``@triton.jit`` kernel over the elements of the
+region's outputs.
+
+Without reductions (*flat*), each program takes BLOCK consecutive elements of the largest output.
+With reductions (*tiled*), each program takes a tile of whole rows of the outputs' innermost dim
+(``row`` a column of row numbers, ``cols`` the lanes), and every reduction must reduce, for each
+output row, over one dim that the lanes walk.
+
+Every output's index is split into its dims; a value's index is carried back through the ops that
+made it (a transpose permutes the index, a broadcast drops the broadcast dims, a reshape re-splits
+the flat index, a slice shifts and strides it, a cat picks its piece by the index along the cat dim,
+a reduction puts the lanes at the reduced dim) down to the region's inputs, which are loaded at the
+index they end at. Values are computed where they are needed, once per distinct index (outputs of
+different shapes recompute what they share at their own index).
+
+:data:`POINTWISE_OPS` maps each prim to its lowering; a region with a reduction, or a prim missing
+here, raises :class:`~thunder_aot.backends.triton.lowering.Unsupported`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from thunder_aot.backends.base import Line, source_comments
+from thunder_aot.backends.triton.lowering import _BINARY, _COMPARISONS, _REDUCE_IDENTITY, _UNARY, TL_DTYPES, Unsupported
+from thunder_aot.backends.triton.schedule import MAX_BLOCK, Schedule, schedule
+from thunder_aot.model import Const, Dim, DimRange, DType, PrimOp, Ref, Region, Seq, SizeArg, Value
+
+#: elements per program and warps: a flat pointwise kernel's usual tile (1024 lanes, as TILE_LANES)
+BLOCK = 1024
+NUM_WARPS = 4
+
+Index = tuple[str, ...]  # one Triton integer expression per dim of a value
+
+
+@dataclass(frozen=True)
+class Output:
+    """One output of the kernel: its value and its number of elements (kernel text)."""
+
+    value: Value
+    numel: str
+
+
+class PointwiseProgram:
+    """Translates one region of pointwise and shape ops, or raises Unsupported."""
+
+    def __init__(self, region: Region, dims: tuple[DimRange, ...] = ()) -> None:
+        self.region = region
+        self.ranges = {d.name: d for d in dims}
+        self.inputs = {v.name: v for v in region.inputs}
+        self.producers: dict[str, PrimOp] = {o.name: op for op in region.ops for o in op.outputs}
+        self.specs = {v.name: v.spec for v in [*region.inputs, *(o for op in region.ops for o in op.outputs)]}
+        self.comments = dict(zip((id(op) for op in region.ops), source_comments(region.ops)))
+        for op in region.ops:
+            if op.prim not in POINTWISE_OPS:
+                raise Unsupported(f"prims.{op.prim} in a pointwise kernel")
+        if any(not v.spec.shape for v in region.outputs):
+            raise Unsupported("a scalar output")
+        #: tiles of whole rows where the region reduces; else a flat range of elements
+        self.tiled = any(op.prim in REDUCTIONS for op in region.ops)
+        self.plan: Schedule | None = None
+        if self.tiled:
+            widths = {v.spec.shape[-1] for v in region.outputs}
+            width = widths.pop()
+            if widths or not isinstance(width, int) or width > MAX_BLOCK:
+                raise Unsupported("outputs of different, dynamic or too wide rows in a tiled kernel")
+            self.width = width
+            self.plan = schedule(width, self._max_rows())
+        #: dynamic sizes the kernel takes at run time, by name
+        self.size_params: list[str] = []
+        self.lines: list[Line] = []
+        self._memo: dict[tuple[str, Index, str], str] = {}
+        self._masks: dict[str, str] = {}
+        self._commented: set[int] = set()
+
+    # --- sizes and indices ------------------------------------------------------------------
+
+    def size(self, d: Dim) -> str:
+        """A size in kernel code: a literal, or a run-time argument (``coeff * name``)."""
+        if isinstance(d, int):
+            return str(d)
+        if d.name not in self.ranges:
+            raise Unsupported(f"no range for the dynamic dim {d.name}")
+        if d.name not in self.size_params:
+            self.size_params.append(d.name)
+        return d.name if d.coeff == 1 else f"({d.coeff} * {d.name})"
+
+    def _product(self, dims) -> str:
+        static = 1
+        symbolic = []
+        for d in dims:
+            if isinstance(d, int):
+                static *= d
+            else:
+                symbolic.append(self.size(d))
+        parts = ([str(static)] if static != 1 or not symbolic else []) + symbolic
+        return " * ".join(parts)
+
+    def split(self, flat: str, shape: tuple) -> Index:
+        """A flat (row-major) index over ``shape`` as one index per dim (size-1 dims: 0)."""
+        index = []
+        for k, d in enumerate(shape):
+            if d == 1:
+                index.append("0")
+                continue
+            inner = [x for x in shape[k + 1:] if x != 1]
+            text = flat if not inner else f"({flat} // ({self._product(inner)}))"
+            outer = [x for x in shape[:k] if x != 1]
+            index.append(text if not outer else f"({text} % {self.size(d)})")
+        return tuple(index)
+
+    def flatten(self, index: Index, shape: tuple) -> str:
+        """The row-major flat index of ``index`` over ``shape`` (size-1 dims skipped)."""
+        terms = []
+        for k, (i, d) in enumerate(zip(index, shape)):
+            if d == 1 or i == "0":
+                continue
+            inner = [x for x in shape[k + 1:] if x != 1]
+            terms.append(i if not inner else f"{i} * ({self._product(inner)})")
+        return " + ".join(terms) or "0"
+
+    def mask_name(self, condition: str) -> str:
+        """A named mask (``mask`` and ``in_<k>`` lines), so that loads under one condition share it."""
+        if condition not in self._masks:
+            name = f"m{len(self._masks)}"
+            self._masks[condition] = name
+            self.lines.append(Line(f"{name} = {condition}"))
+        return self._masks[condition]
+
+    def _max_rows(self) -> int | None:
+        """The most rows (elements / innermost size) an output has at the bucket's upper edges."""
+        most = 0
+        for v in self.region.outputs:
+            rows = 1
+            for d in v.spec.shape[:-1]:
+                if not isinstance(d, int):
+                    if d.name not in self.ranges:
+                        return None
+                    d = d.coeff * self.ranges[d.name].hi
+                rows *= d
+            most = max(most, rows)
+        return most
+
+    # --- values -----------------------------------------------------------------------------
+
+    def value(self, name: str, index: Index, mask: str) -> str:
+        """The Triton name (or literal) holding value ``name`` at ``index``, computed once."""
+        key = (name, index, mask)
+        if key in self._memo:
+            return self._memo[key]
+        if name in self.inputs:
+            spec = self.inputs[name].spec
+            text = f"tl.load({name}_ptr + {self.flatten(index, spec.shape)}, mask={mask}, other=0)"
+            comment = ""
+        else:
+            op = self.producers.get(name)
+            if op is None:
+                raise Unsupported(f"a value {name} no op of the region makes")
+            text = POINTWISE_OPS[op.prim](self, op, name, index, mask)
+            comment = self.comments.get(id(op), "") if id(op) not in self._commented else ""
+            self._commented.add(id(op))
+        if _is_name(text) or _is_literal(text):
+            self._memo[key] = text
+            return text
+        var = f"v{len(self._memo)}"
+        self._memo[key] = var
+        self.lines.append(Line(f"{var} = {text}", comment))
+        return var
+
+    def operand(self, arg, index: Index, mask: str) -> str:
+        """An op's operand at ``index``: a value of the region (same shape as the op's output), or a number."""
+        if isinstance(arg, Ref):
+            spec = self.specs[arg.name]
+            return self.value(arg.name, index if spec.shape else (), mask)
+        if isinstance(arg, Const) and isinstance(arg.value, (int, float)) and not isinstance(arg.value, bool):
+            return _literal(arg.value)
+        if isinstance(arg, Const) and isinstance(arg.value, bool):
+            return "True" if arg.value else "False"
+        raise Unsupported(f"argument {arg!r}")
+
+    # --- the kernel -------------------------------------------------------------------------
+
+    def outputs(self) -> list[Output]:
+        return [Output(v, self._product(v.spec.shape)) for v in self.region.outputs]
+
+    def body(self) -> tuple[list[Line], list[Output]]:
+        """The kernel's statements: the program's elements (flat) or rows and lanes (tiled), then per
+        output its index, the values it needs and its store."""
+        outs = self.outputs()
+        if not self.tiled:
+            self.lines = [Line("offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)")]
+        else:
+            assert self.plan is not None
+            self.lines = [
+                Line(f"row = tl.program_id(0).to(tl.int64) * {self.plan.rows} + tl.arange(0, {self.plan.rows})[:, None]"),
+                Line("cols = tl.arange(0, BLOCK)[None, :]"),
+            ]
+        for out in outs:
+            shape = out.value.spec.shape
+            if not self.tiled:
+                mask = self.mask_name(f"offs < {out.numel}" if len(outs) > 1 else "offs < N")
+                index, offset = self.split("offs", shape), "offs"
+            else:
+                self.row_mask = self.mask_name(f"row < {self._product(shape[:-1]) or 1}")
+                mask = self.mask_name(f"{self.row_mask} & (cols < {self.width})")
+                index, offset = (*self.split("row", shape[:-1]), "cols"), "row * N + cols"
+            result = self.value(out.value.name, index, mask)
+            self.lines.append(Line(f"tl.store({out.value.name}_out_ptr + {offset}, {result}, mask={mask})"))
+        return self.lines, outs
+
+    def lanes(self, index: Index, dim: int, size) -> tuple[Index, str]:
+        """For a reduction over ``dim`` at a per-row ``index`` (without that dim): the operand's index
+        with the lanes at ``dim``, and the mask of the row's valid lanes."""
+        if not self.tiled or any("cols" in i for i in index):
+            raise Unsupported("a reduction whose rows are not the output's rows")
+        if not isinstance(size, int) or size > self.plan.block:
+            raise Unsupported("a reduction over a dynamic or wider dim than the output's rows")
+        return (*index[:dim], "cols", *index[dim:]), self.mask_name(f"{self.row_mask} & (cols < {size})")
+
+
+def _is_name(text: str) -> bool:
+    return text.isidentifier()
+
+
+def _is_literal(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return text in ("True", "False")
+    return True
+
+
+def _literal(value: int | float) -> str:
+    if isinstance(value, float):
+        if value != value:
+            return 'float("nan")'
+        if value in (float("inf"), float("-inf")):
+            return f'float("{"-" if value < 0 else ""}inf")'
+    return repr(value)
+
+
+def _static(arg) -> int:
+    if isinstance(arg, Const) and isinstance(arg.value, int):
+        return arg.value
+    raise Unsupported(f"a shape argument {arg!r} known only at run time")
+
+
+def _dim_of(p: PointwiseProgram, arg) -> str:
+    """A bound of a slice or a size: a number, or a dynamic size."""
+    if isinstance(arg, Const) and isinstance(arg.value, int):
+        return str(arg.value)
+    if isinstance(arg, SizeArg):
+        return p.size(arg.dim)
+    raise Unsupported(f"a bound {arg!r}")
+
+
+# --- the op table: prim -> the function that writes its value at an index -----------------------
+
+Lower = Callable[[PointwiseProgram, PrimOp, str, Index, str], str]
+
+
+def _unary(template: str) -> Lower:
+    return lambda p, op, name, index, mask: template.format(p.operand(op.args[0], index, mask))
+
+
+def _binary(template: str) -> Lower:
+    return lambda p, op, name, index, mask: template.format(*(p.operand(a, index, mask) for a in op.args[:2]))
+
+
+def _compare(operator: str) -> Lower:
+    """16-bit floats compared in float32 (as the GPU does; the interpreter would compare bits)."""
+
+    def lower(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) -> str:
+        texts = []
+        for arg in op.args[:2]:
+            text = p.operand(arg, index, mask)
+            wide = isinstance(arg, Ref) and p.specs[arg.name].dtype in ("float16", "bfloat16")
+            texts.append(f"({text}).to(tl.float32)" if wide else text)
+        return f"{texts[0]} {operator} {texts[1]}"
+
+    return lower
+
+
+def _div(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) -> str:
+    if op.outputs[0].spec.dtype not in ("float16", "bfloat16", "float32", "float64"):
+        raise Unsupported("integer division")
+    return _binary("{} / {}")(p, op, name, index, mask)
+
+
+def _pow(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) -> str:
+    a, b = p.operand(op.args[0], index, mask), op.args[1]
+    if isinstance(b, Const) and b.value == 2.0:
+        return f"{a} * {a}"
+    if isinstance(b, Const) and b.value == 0.5:
+        return f"tl.sqrt({a})"
+    raise Unsupported("pow with an exponent other than 2 or 0.5")
+
+
+def _where(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) -> str:
+    return "tl.where({}, {}, {})".format(*(p.operand(a, index, mask) for a in op.args[:3]))
+
+
+def _convert(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) -> str:
+    dtype = op.args[1]
+    assert isinstance(dtype, DType)
+    return f"({p.operand(op.args[0], index, mask)}).to({TL_DTYPES[dtype.name]})"
+
+
+def _same(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) -> str:
+    """shallow_copy: the same value at the same index."""
+    return p.operand(op.args[0], index, mask)
+
+
+def _broadcast_in_dim(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) -> str:
+    """Input dim k sits at output dim broadcast_dims[k]; a size-1 input dim reads its only element."""
+    a, bdims = op.args[0], op.args[2]
+    assert isinstance(a, Ref) and isinstance(bdims, Seq)
+    shape = p.specs[a.name].shape
+    inner = tuple("0" if shape[k] == 1 else index[_static(d)] for k, d in enumerate(bdims.items))
+    return p.value(a.name, inner, mask)
+
+
+def _transpose(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) -> str:
+    """Output dim k is input dim perm[k]."""
+    a, perm = op.args[0], op.args[1]
+    assert isinstance(a, Ref) and isinstance(perm, Seq)
+    inner = [""] * len(index)
+    for k, d in enumerate(perm.items):
+        inner[_static(d)] = index[k]
+    return p.value(a.name, tuple(inner), mask)
+
+
+def _reshape(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) -> str:
+    """The same elements in row-major order: the output index flattened, re-split over the input's
+    shape. Where only size-1 dims come or go, the index carries over dim for dim."""
+    a = op.args[0]
+    assert isinstance(a, Ref)
+    shape, out_shape = p.specs[a.name].shape, op.outputs[0].spec.shape
+    kept_in = [d for d in shape if d != 1]
+    kept_out = [(i, d) for i, d in zip(index, out_shape) if d != 1]
+    if kept_in == [d for _, d in kept_out]:
+        carried = iter(i for i, _ in kept_out)
+        return p.value(a.name, tuple("0" if d == 1 else next(carried) for d in shape), mask)
+    flat = p.flatten(index, out_shape)
+    return p.value(a.name, p.split(f"({flat})", shape), mask)
+
+
+def _squeeze(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) -> str:
+    a, dims = op.args[0], op.args[1]
+    assert isinstance(a, Ref) and isinstance(dims, Seq)
+    rank = len(p.specs[a.name].shape)
+    removed = {_static(d) % rank for d in dims.items}
+    carried = iter(index)
+    return p.value(a.name, tuple("0" if k in removed else next(carried) for k in range(rank)), mask)
+
+
+def _slice(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) -> str:
+    """Output index i along a dim reads start + i * step of the input."""
+    a, starts = op.args[0], op.args[1]
+    steps = op.args[3] if len(op.args) > 3 and isinstance(op.args[3], Seq) else None
+    assert isinstance(a, Ref) and isinstance(starts, Seq)
+    inner = []
+    for k, i in enumerate(index):
+        start = _dim_of(p, starts.items[k])
+        step = _dim_of(p, steps.items[k]) if steps is not None else "1"
+        scaled = i if step == "1" else f"{i} * {step}"
+        inner.append(scaled if start == "0" else f"({start} + {scaled})")
+    return p.value(a.name, tuple(inner), mask)
+
+
+def _cat(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) -> str:
+    """Pieces side by side along ``dim``: each piece read at the index shifted into it, under a mask
+    of its own lanes; one ``tl.where`` per boundary picks the piece."""
+    pieces, dim = op.args
+    assert isinstance(pieces, Seq) and isinstance(dim, Const)
+    rank = len(op.outputs[0].spec.shape)
+    d = dim.value % rank
+    at = index[d]
+    placed, offset = [], "0"
+    for piece in pieces.items:
+        assert isinstance(piece, Ref)
+        width = p.size(p.specs[piece.name].shape[d])
+        end = width if offset == "0" else f"{offset} + {width}"
+        lanes = f"({at} < {end})" if offset == "0" else f"({at} >= {offset}) & ({at} < {end})"
+        piece_mask = p.mask_name(f"{mask} & {lanes}")
+        shifted = at if offset == "0" else f"({at} - ({offset}))"
+        placed.append((end, p.value(piece.name, (*index[:d], shifted, *index[d + 1:]), piece_mask)))
+        offset = end
+    expression = placed[-1][1]
+    for end, text in reversed(placed[:-1]):
+        expression = f"tl.where({at} < {end}, {text}, {expression})"
+    return expression
+
+
+def _reduced_dim(p: PointwiseProgram, op: PrimOp) -> tuple[Ref, int, object]:
+    a, dims = op.args[0], op.args[1]
+    assert isinstance(a, Ref) and isinstance(dims, Seq)
+    if len(dims.items) != 1:
+        raise Unsupported("a reduction over several dims")
+    shape = p.specs[a.name].shape
+    dim = _static(dims.items[0]) % len(shape)
+    return a, dim, shape[dim]
+
+
+def _reduce(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) -> str:
+    """sum / amax / amin over one dim: the operand across the row's lanes, reduced to a [rows, 1] column."""
+    a, dim, size = _reduced_dim(p, op)
+    inner, lanes = p.lanes(index, dim, size)
+    fn, identity = _REDUCE_IDENTITY[op.prim]
+    return f"{fn}(tl.where({lanes}, {p.value(a.name, inner, lanes)}, {identity}), axis=1, keep_dims=True)"
+
+
+def _var_mean(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) -> str:
+    """(var, mean) over one dim, two passes over the lanes (as the row kernel)."""
+    a, dim, size = _reduced_dim(p, op)
+    inner, lanes = p.lanes(index, dim, size)
+    var, mean = op.outputs
+    x = p.value(a.name, inner, lanes)
+    if name == mean.name:
+        return f"tl.sum(tl.where({lanes}, {x}, 0.0), axis=1, keep_dims=True) / {size}"
+    correction = dict(op.kwargs)["correction"].value
+    centered = p.value(mean.name, index, mask)
+    return f"tl.sum(tl.where({lanes}, ({x} - {centered}) * ({x} - {centered}), 0.0), axis=1, keep_dims=True) / {size - correction}"
+
+
+#: reductions (a region with one is lowered in tiles of rows)
+REDUCTIONS = frozenset({*_REDUCE_IDENTITY, "var_mean"})
+
+#: prim name -> the function that writes its value at an index. A prim missing here keeps its
+#: region out of this kernel.
+POINTWISE_OPS: dict[str, Lower] = {
+    **{name: _unary(template) for name, template in _UNARY.items()},
+    **{name: _binary(f"{{}} {operator} {{}}") for name, operator in _BINARY.items()},
+    **{name: _compare(operator) for name, operator in _COMPARISONS.items()},
+    "div": _div,
+    "pow": _pow,
+    "maximum": _binary("tl.maximum({}, {})"),
+    "minimum": _binary("tl.minimum({}, {})"),
+    "where": _where,
+    "convert_element_type": _convert,
+    "shallow_copy": _same,
+    "broadcast_in_dim": _broadcast_in_dim,
+    "transpose": _transpose,
+    "reshape": _reshape,
+    "squeeze": _squeeze,
+    "slice": _slice,
+    "cat": _cat,
+    **{name: _reduce for name in _REDUCE_IDENTITY},
+    "var_mean": _var_mean,
+}
