@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from tests.examples import FULLY_FUSED
-from thunder_aot.export import ExportRequest, build_program, export
+from thunder_aot.exporter import ExportRequest, build_program, export
 from thunder_aot.model import Region, TorchCall
 from thunder_aot.shapes import parse_shapes
 from thunder_aot.verify import bucket_inputs, load_module_from_text
@@ -28,7 +28,7 @@ def test_every_op_is_fused(source, shapes, backend):
 
 @pytest.mark.parametrize("source,shapes", FULLY_FUSED, ids=IDS)
 def test_torch_backend_numerics(source, shapes):
-    from thunder_aot.export.resolve import resolve_module
+    from thunder_aot.exporter.resolve import resolve_module
 
     text = export(ExportRequest(source, (shapes,), backend="torch"), verify=False)
     module = resolve_module(source).eval()

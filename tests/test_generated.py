@@ -12,7 +12,7 @@ import torch
 
 from tests.examples import BACKENDS, EXPORTS
 from tests.helpers import ROOT, run_cli
-from thunder_aot.export.resolve import resolve_module
+from thunder_aot.exporter.resolve import resolve_module
 from thunder_aot.shapes import parse_shapes
 from thunder_aot.verify import bucket_inputs, load_module_from_text
 from thunder_aot.verify.judge import check_call, judge, upcast64
@@ -183,7 +183,8 @@ def test_nvfuser_module_structure(stem):
 
 def test_nvfuser_symbolic_mode_defines_minus_one_sizes():
     result = run_cli(
-        "export", "thunder_aot.examples.gpt_oss:rmsnorm", "--shapes", "1x[1..2048]x2880:bf16", "--nvfuser-dynamic", "symbolic"
+        "export", "thunder_aot.examples.gpt_oss:rmsnorm", "--shapes", "1x[1..2048]x2880:bf16", "--nvfuser-dynamic", "symbolic",
+        "--backend", "nvfuser", "--no-verify",
     )
     assert result.returncode == 0, result.stderr
     text = result.stdout
@@ -194,22 +195,24 @@ def test_nvfuser_symbolic_mode_defines_minus_one_sizes():
 
 def test_unchecked_export_leaves_out_the_per_call_checks_and_says_so():
     shapes = "1x[1..2048]x2880:bf16"
-    checked = run_cli("export", "thunder_aot.examples.gpt_oss:rmsnorm", "--shapes", shapes, "--no-verify")
-    unchecked = run_cli("export", "thunder_aot.examples.gpt_oss:rmsnorm", "--shapes", shapes, "--no-verify", "--unchecked")
+    checked = run_cli("export", "thunder_aot.examples.gpt_oss:rmsnorm", "--shapes", shapes, "--backend", "nvfuser", "--no-verify")
+    unchecked = run_cli("export", "thunder_aot.examples.gpt_oss:rmsnorm", "--shapes", shapes, "--backend", "nvfuser", "--no-verify",
+                        "--unchecked")
     assert checked.returncode == 0 and unchecked.returncode == 0, checked.stderr + unchecked.stderr
     for call in ("raise bad_input(", "raise bad_state(", "raise no_autograd("):
         assert call in checked.stdout and call not in unchecked.stdout, call
     assert "UNCHECKED" not in checked.stdout
     header = unchecked.stdout.splitlines()[:12]
     assert any(line.startswith("# UNCHECKED (--unchecked)") for line in header)
-    assert any(line.startswith("# Regenerate: ") and line.endswith("--unchecked") for line in header)
+    assert any(line.startswith("# Regenerate: ") and line.endswith("--unchecked --no-verify") for line in header)
     # the dispatch stays: a shape outside every bucket still raises NoBucketError
     assert "raise no_bucket(_OWNER" in unchecked.stdout and "1 <= shape_0[1] <= 2048" in unchecked.stdout
 
 
 def test_nvfuser_legacy_frontend():
     result = run_cli(
-        "export", "thunder_aot.examples.gpt_oss:rmsnorm", "--shapes", "1x8x2880:bf16", "--nvfuser-frontend", "legacy"
+        "export", "thunder_aot.examples.gpt_oss:rmsnorm", "--shapes", "1x8x2880:bf16", "--nvfuser-frontend", "legacy",
+        "--backend", "nvfuser", "--no-verify",
     )
     assert result.returncode == 0, result.stderr
     text = result.stdout

@@ -12,7 +12,7 @@ from tests.examples import EXPORTS
 from tests.view_modules import KERNELS as VIEW_KERNELS
 from tests.view_modules import SOURCE_CALLS as VIEW_SOURCE_CALLS
 from tests.helpers import compare_at_every_bucket
-from thunder_aot.export.resolve import resolve_module
+from thunder_aot.exporter.resolve import resolve_module
 from thunder_aot.shapes import parse_shapes
 from thunder_aot.verify import bucket_inputs, load_module_from_text
 from thunder_aot.verify.judge import check_call, check_outputs, judge
@@ -110,7 +110,7 @@ def test_triton_regions_with_views_on_the_gpu(source, shapes):
     """Index kernels (views, transposes, expands, strided slices, cats, reductions under views) and
     a region run as its source's calls: compiled for the GPU, every output element written, equal to
     the source at every bucket's edges and inside (non-finite inputs included), and in a CUDA graph."""
-    from thunder_aot.export import ExportRequest, export
+    from thunder_aot.exporter import ExportRequest, export
 
     messages: list[str] = []
     text = export(ExportRequest(source, (shapes,), backend="triton"), progress=messages.append)

@@ -12,7 +12,7 @@ import torch
 from tests.examples import HF_SUBMODULES
 from tests.helpers import Logits
 from thunder_aot import replace
-from thunder_aot.export import ExportRequest, export
+from thunder_aot.exporter import ExportRequest, export
 from thunder_aot.verify import load_module_from_text
 from thunder_aot.verify.judge import check_outputs
 

@@ -11,7 +11,7 @@ import torch
 from tests.examples import HF_SUBMODULES
 from tests.helpers import Logits
 from thunder_aot import replace
-from thunder_aot.export import ExportRequest, build_program, export
+from thunder_aot.exporter import ExportRequest, build_program, export
 from thunder_aot.model import TorchCall
 from thunder_aot.verify import load_module_from_text
 from thunder_aot.verify.judge import check_outputs
@@ -111,7 +111,7 @@ def test_every_region_of_transformers_submodules_is_a_triton_kernel(source, shap
     """The Triton backend takes every region Thunder forms in transformers' norms, MLP, rotary and
     decoder layers (Llama's, Qwen3's with its per-head norms): export reports none without a kernel."""
     from thunder_aot.backends import get_backend
-    from thunder_aot.export import regions_without_kernels
+    from thunder_aot.exporter import regions_without_kernels
 
     program, _, _ = build_program(ExportRequest(source, (shapes,), backend="triton"), progress=lambda m: None)
     assert program.programs and not regions_without_kernels(program, get_backend("triton"))

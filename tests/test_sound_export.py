@@ -15,8 +15,8 @@ from tests.examples import EXPORTS, HF_SUBMODULES
 from tests.helpers import ROOT, run_cli
 from tests.sound_modules import CORRECT
 from thunder_aot.errors import ExportError
-from thunder_aot.export import ExportRequest, export
-from thunder_aot.export.resolve import resolve_module
+from thunder_aot.exporter import ExportRequest, export
+from thunder_aot.exporter.resolve import resolve_module
 from thunder_aot.shapes import parse_shapes
 from thunder_aot.verify import verify
 
@@ -25,8 +25,8 @@ SEEDS = range(20)
 #: export once, then verify under 20 seeds (in a fresh process: Triton's interpreter is chosen at import)
 SEEDED_VERIFY = """
 import sys
-from thunder_aot.export import ExportRequest, export
-from thunder_aot.export.resolve import resolve_module
+from thunder_aot.exporter import ExportRequest, export
+from thunder_aot.exporter.resolve import resolve_module
 from thunder_aot.shapes import parse_shapes
 from thunder_aot.verify import verify
 source, shapes, backend = sys.argv[1:4]
@@ -168,7 +168,7 @@ def test_a_size_test_that_cannot_be_split_is_refused_with_one_line(source, spec,
 def test_arithmetic_on_a_dynamic_size_is_no_branch():
     """Floor division of a size makes Thunder test signs internally; those tests feed arithmetic,
     not control flow, and are not taken for branches."""
-    from thunder_aot.export.trace import size_conditions
+    from thunder_aot.exporter.trace import size_conditions
 
     module = resolve_module("tests.bad_modules:HalfOfDynamicSize")
     assert size_conditions(module, [torch.randn(10, 8)], ["x"]) == []

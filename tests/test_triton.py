@@ -314,7 +314,7 @@ def test_regions_with_views_inside_are_one_kernel_each(source, shapes):
 def test_a_region_no_kernel_takes_runs_as_its_source_calls():
     """A softmax over the first dim: export names the region and what it runs as, the user's own calls
     (one softmax, not the dozen prims it decomposes into), and the module matches its source."""
-    from thunder_aot.export import ExportRequest, export
+    from thunder_aot.exporter import ExportRequest, export
 
     ((source, shapes),) = VIEW_SOURCE_CALLS
     result = _interpreted(source, shapes)
@@ -333,7 +333,7 @@ def test_a_region_can_use_the_definition_another_region_emits(backend):
     """Regions with the same definition (a layer's input norm in two programs) share one kernel: the
     sharing view keeps everything but its name and emits no definition of its own."""
     from thunder_aot.backends import get_backend
-    from thunder_aot.export import ExportRequest, build_program
+    from thunder_aot.exporter import ExportRequest, build_program
 
     program, _, _ = build_program(ExportRequest("thunder_aot.examples.gpt_oss:rmsnorm", ("1x[1..8]x2880:bf16",), backend=backend),
                                   progress=lambda m: None)

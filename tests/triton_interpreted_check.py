@@ -25,7 +25,7 @@ import torch  # noqa: E402
 from tests.examples import EXPORTS  # noqa: E402
 from tests.helpers import compare_at_every_bucket  # noqa: E402
 from thunder_aot.backends.triton import interpreter_rounds_like_the_gpu  # noqa: E402
-from thunder_aot.export.resolve import resolve_module  # noqa: E402
+from thunder_aot.exporter.resolve import resolve_module  # noqa: E402
 from thunder_aot.verify import load_module_from_text  # noqa: E402
 
 
@@ -35,7 +35,7 @@ def main(stem: str, spec: str | None = None) -> int:
         _, source, shapes = next(e for e in EXPORTS if e[0] == stem)
         text = (ROOT / "generated" / f"{stem}_triton.py").read_text()
     else:
-        from thunder_aot.export import ExportRequest, export
+        from thunder_aot.exporter import ExportRequest, export
 
         source, shapes = stem, spec
         text = export(ExportRequest(source, (shapes,), backend="triton"), verify=False,

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.examples import EXPORTS  # noqa: E402
-from thunder_aot.export.resolve import resolve_module  # noqa: E402
+from thunder_aot.exporter.resolve import resolve_module  # noqa: E402
 from thunder_aot.shapes import parse_shapes  # noqa: E402
 from thunder_aot.verify import bucket_inputs, load_module_from_text  # noqa: E402
 from thunder_aot.verify.judge import judge, reference64  # noqa: E402

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "replace"]
+__all__ = ["__version__", "export", "load", "replace"]
 
 
 def __getattr__(name: str):
@@ -16,4 +16,8 @@ def __getattr__(name: str):
         from thunder_aot.swap import replace
 
         return replace
+    if name in ("export", "load"):
+        from thunder_aot import api
+
+        return getattr(api, name)
     raise AttributeError(f"module 'thunder_aot' has no attribute {name!r}")

@@ -25,7 +25,7 @@ import torch
 
 from thunder_aot.bench import bare_launches, interleaved_times, nvfuser_executions
 from thunder_aot.examples.gpt_oss import SEED_SHAPES, rmsnorm
-from thunder_aot.export import ExportRequest, export
+from thunder_aot.exporter import ExportRequest, export
 from thunder_aot.verify import load_module_from_text
 
 

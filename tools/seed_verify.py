@@ -56,8 +56,8 @@ def main() -> int:
     import torch
 
     from thunder_aot.errors import ExportError
-    from thunder_aot.export import ExportRequest, export
-    from thunder_aot.export.resolve import resolve_module
+    from thunder_aot.exporter import ExportRequest, export
+    from thunder_aot.exporter.resolve import resolve_module
     from thunder_aot.shapes import parse_shapes
     from thunder_aot.verify import load_module_from_text, verify
 

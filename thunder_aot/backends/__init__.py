@@ -2,11 +2,33 @@
 
 from __future__ import annotations
 
-from thunder_aot.backends.base import Backend
+from typing import TYPE_CHECKING
+
 from thunder_aot.errors import ExportError
 
+if TYPE_CHECKING:
+    from thunder_aot.backends.base import Backend
 
-def get_backend(name: str, *, nvfuser_dynamic: str = "specialize", nvfuser_frontend: str = "direct") -> Backend:
+
+#: what ``--backend`` takes; ``auto`` resolves to one of the others (:func:`resolve_auto`)
+BACKEND_CHOICES = ("auto", "nvfuser", "triton", "torch")
+
+
+def resolve_auto() -> tuple[str, str]:
+    """The backend ``auto`` stands for here, and why: nvFuser where it is installed and a CUDA device
+    is present, else Triton on a CUDA device, else torch."""
+    import importlib.util
+
+    import torch
+
+    if not torch.cuda.is_available():
+        return "torch", "no CUDA device"
+    if importlib.util.find_spec("nvfuser_direct") is not None:
+        return "nvfuser", "nvFuser (nvfuser_direct) is installed"
+    return "triton", "a CUDA device without nvFuser (docs/nvfuser.md says how to install it)"
+
+
+def get_backend(name: str, *, nvfuser_dynamic: str = "specialize", nvfuser_frontend: str = "direct") -> "Backend":
     from thunder_aot.backends.nvfuser import NvFuserBackend
     from thunder_aot.backends.torch import TorchBackend
     from thunder_aot.backends.triton import TritonBackend
@@ -19,4 +41,12 @@ def get_backend(name: str, *, nvfuser_dynamic: str = "specialize", nvfuser_front
     return backends[name]()
 
 
-__all__ = ["Backend", "get_backend"]
+def __getattr__(name: str):
+    if name == "Backend":  # loaded on use: the CLI imports this package for BACKEND_CHOICES alone
+        from thunder_aot.backends.base import Backend
+
+        return Backend
+    raise AttributeError(f"module 'thunder_aot.backends' has no attribute {name!r}")
+
+
+__all__ = ["BACKEND_CHOICES", "Backend", "get_backend", "resolve_auto"]

@@ -37,8 +37,8 @@ def run_bench(
     import importlib.util
 
     from thunder_aot.backends import get_backend
-    from thunder_aot.export import ExportRequest, export, versions
-    from thunder_aot.export.resolve import resolve_module
+    from thunder_aot.exporter import ExportRequest, export, versions
+    from thunder_aot.exporter.resolve import resolve_module
     from thunder_aot.shapes import parse_shapes
     from thunder_aot.verify import load_module_from_text, random_tensor
     from thunder_aot.verify.judge import reference64
@@ -53,6 +53,12 @@ def run_bench(
     module = copy.deepcopy(source_module).to(dev)
     state = list(module.state_dict().values())
     points = [p for b in buckets for p in points_for(b, sizes)]
+    if sizes is not None:
+        served = {value for p in points for _, value in p.env}
+        outside = [s for s in sizes if s not in served]
+        if outside:
+            ranges = ", ".join(f"{r.name}={r.lo}..{r.hi}" for b in buckets for r in b.dims) or "none (exact buckets only)"
+            raise ExportError(f"bench --sizes {','.join(map(str, outside))}: outside every bucket's dynamic range ({ranges})")
     skipped: dict[str, str] = {}
 
     generated = {}
@@ -60,6 +66,10 @@ def run_bench(
         name, _, mode = spec.partition(":")
         if mode not in ("", "unchecked"):
             raise ExportError(f"bench --backends: {spec!r}: expected NAME or NAME:unchecked")
+        if name == "auto":
+            from thunder_aot.backends import resolve_auto
+
+            name = resolve_auto()[0]
         system = f"thunder-aot({name}{', unchecked' if mode else ''})"
         backend = get_backend(name)
         reason = backend.unavailable_reason() if (cuda or name != "torch") else None

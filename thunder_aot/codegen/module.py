@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from thunder_aot import __version__
 from thunder_aot.backends.base import Backend, Line, RegionView, ops_use_device, render_dim, torch_call_line, tuple_text
-from thunder_aot.export.generalize import env_inside
+from thunder_aot.exporter.generalize import env_inside
 from thunder_aot.model import Bucket, BucketProgram, Program, ProgramInput, Region, SymDim, TorchCall
 from thunder_aot.runtime import RUNTIME_VERSION
 from thunder_aot.shapes import format_bucket

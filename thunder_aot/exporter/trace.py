@@ -6,7 +6,7 @@ groups them with Thunder's data-dependent partitioner (``fuse_bound_symbols``), 
 torch.compile executor does. Everything it does not claim is executed by Thunder's torch
 executor and ends up in the execution trace as a plain torch call.
 
-This module is the only one (with :mod:`thunder_aot.export.lower`) that imports thunder.
+This module is the only one (with :mod:`thunder_aot.exporter.lower`) that imports thunder.
 """
 
 from __future__ import annotations

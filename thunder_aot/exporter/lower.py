@@ -30,7 +30,7 @@ from thunder_aot.model import (
     TorchName,
     Value,
 )
-from thunder_aot.export.trace import FUSION_PREFIX, TracedBucket
+from thunder_aot.exporter.trace import FUSION_PREFIX, TracedBucket
 
 from thunder.core import devices, dtypes, prims  # noqa: E402  (trace.py imported thunder quietly)
 from thunder.core.proxies import NumberProxy, TensorProxy

@@ -16,7 +16,7 @@ import torch
 from thunder_aot.backends import Backend, get_backend
 from thunder_aot.errors import ExportError
 from thunder_aot.model import Bucket, BucketProgram, DimRange, Program, ProgramInput, SymDim, TensorSpec, TorchCall
-from thunder_aot.export.resolve import resolve_module
+from thunder_aot.exporter.resolve import resolve_module
 from thunder_aot.shapes import contains, dispatch_order, format_bucket, parse_shapes
 
 Progress = Callable[[str], None]
@@ -35,6 +35,11 @@ class ExportRequest:
     checks: bool = True
     #: the seed of verification's random inputs (None: a fresh one, named in any refusal)
     verify_seed: int | None = None
+    #: compare the generated module with its source before returning it (off: --no-verify, which
+    #: the header records)
+    verify: bool = True
+    #: the module itself where it was given as an object (Python API), not found by ``source``
+    instance: torch.nn.Module | None = dataclasses.field(default=None, compare=False, repr=False)
 
     def command(self) -> str:
         """The exact command line that regenerates the output (written into its header)."""
@@ -48,6 +53,8 @@ class ExportRequest:
             parts += ["--nvfuser-frontend", self.nvfuser_frontend]
         if not self.checks:
             parts.append("--unchecked")
+        if not self.verify:
+            parts.append("--no-verify")
         if self.out is not None:
             parts += ["--out", Path(self.out).as_posix()]
         return shlex.join(parts)
@@ -115,9 +122,9 @@ def _sample_args(bucket: Bucket, env: dict[str, int]) -> list[torch.Tensor]:
 def trace_bucket(
     module: torch.nn.Module, bucket: Bucket, index: int, input_names: list[str], backend: Backend, progress: Progress
 ) -> tuple[BucketProgram, list[ProgramInput], bool, dict[str, object]]:
-    from thunder_aot.export.trace import prims, trace_module  # first: it imports thunder with its warnings silenced
-    from thunder_aot.export.generalize import first_difference, generalize, instantiate
-    from thunder_aot.export.lower import Lowerer
+    from thunder_aot.exporter.trace import prims, trace_module  # first: it imports thunder with its warnings silenced
+    from thunder_aot.exporter.generalize import first_difference, generalize, instantiate
+    from thunder_aot.exporter.lower import Lowerer
 
     claimable = [p for p in prims.PrimIDs if p.name.lower() in backend.prims]
     envs = trace_envs(bucket)
@@ -189,7 +196,7 @@ def check_size_conditions(module: torch.nn.Module, bucket: Bucket, input_names: 
     x.shape[0] == 7 else x * 2``): one trace serves only the sizes on which every test is constant.
     Found from Thunder's symbolic-size trace; where Thunder cannot trace the module so, the
     constant-size traces and the verification's samples are the only defence (export says so)."""
-    from thunder_aot.export.trace import size_conditions
+    from thunder_aot.exporter.trace import size_conditions
 
     envs = trace_envs(bucket)
     conditions = size_conditions(module, _sample_args(bucket, envs[0]), input_names)
@@ -262,7 +269,7 @@ def build_program(request: ExportRequest, progress: Progress) -> tuple[Program, 
         request.backend, nvfuser_dynamic=request.nvfuser_dynamic, nvfuser_frontend=request.nvfuser_frontend
     )
     buckets = parse_shapes(list(request.shapes))
-    module = resolve_module(request.source)
+    module = request.instance if request.instance is not None else resolve_module(request.source)
     module.eval()
     input_names = forward_input_names(module, len(buckets[0].inputs))
     for b in buckets:
@@ -304,7 +311,7 @@ def build_program(request: ExportRequest, progress: Progress) -> tuple[Program, 
         attributes.update(read)
         traced.append((bucket, program))
     assert program_inputs is not None
-    from thunder_aot.export.generalize import share_programs
+    from thunder_aot.exporter.generalize import share_programs
 
     order = dispatch_order([b for b, _ in traced])
     programs, dispatch = share_programs([traced[i] for i in order])
@@ -371,6 +378,21 @@ def export(request: ExportRequest, *, verify: bool = True, progress: Progress | 
     from thunder_aot.verify import verify as run_verify
 
     progress = progress or (lambda msg: None)
+    if request.backend == "auto":
+        from thunder_aot.backends import resolve_auto
+
+        name, why = resolve_auto()
+        progress(f"backend auto: {name} ({why})")
+        request = dataclasses.replace(request, backend=name)
+    verify = verify and request.verify
+    if verify:  # before any tracing: a module that cannot be verified here is not written unasked
+        reason = get_backend(request.backend, nvfuser_dynamic=request.nvfuser_dynamic,
+                             nvfuser_frontend=request.nvfuser_frontend).unavailable_reason()
+        if reason is not None:
+            raise ExportError(
+                f"cannot verify a {request.backend} module on this machine ({reason}); "
+                "pass --no-verify (Python: verify=False) to write it unverified"
+            )
     program, module, backend = build_program(request, progress)
     unfused = Counter(s.target for bp in program.programs for s in bp.steps if isinstance(s, TorchCall))
     if unfused:
@@ -383,14 +405,12 @@ def export(request: ExportRequest, *, verify: bool = True, progress: Progress | 
     )
     text = render(program, backend, request.command(), versions(), checks=request.checks)
     if verify:
-        reason = backend.unavailable_reason()
-        if reason is None:
-            from thunder_aot.verify import new_seed
+        from thunder_aot.verify import new_seed
 
-            buckets = [bucket for bucket, _ in program.dispatch]
-            seed = request.verify_seed if request.verify_seed is not None else new_seed()
-            checked = run_verify(text, module, buckets, program.class_name, device=backend.verify_device, seed=seed)
-            progress(f"verified: {checked} calls match the source module (against float64; seed {seed})")
-        else:
-            progress(f"not verified here: {reason}")
+        buckets = [bucket for bucket, _ in program.dispatch]
+        seed = request.verify_seed if request.verify_seed is not None else new_seed()
+        checked = run_verify(text, module, buckets, program.class_name, device=backend.verify_device, seed=seed)
+        progress(f"verified: {checked} calls match the source module (against float64; seed {seed})")
+    else:
+        progress("not verified (--no-verify)")
     return text
