@@ -12,8 +12,7 @@ Imports torch, the backend library and thunder_aot.runtime; Thunder is not impor
 from __future__ import annotations
 
 import torch
-from nvfuser_direct import DataType, FusionDefinition
-from thunder_aot.runtime.nvfuser import Fusion, SizedFusions, contiguity
+from thunder_aot.runtime.nvfuser import Fusion, SizedFusions, contiguity, frontend
 from thunder_aot.runtime import (
     GLOBAL_BACKWARD_HOOKS,
     GLOBAL_BACKWARD_PRE_HOOKS,
@@ -31,6 +30,7 @@ from thunder_aot.runtime import (
 )
 
 require(1)
+FusionDefinition, DataType = frontend("nvfuser_direct")
 
 __all__ = ["BUCKETS", "NoBucketError", "GeluGate", "forward"]
 

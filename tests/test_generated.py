@@ -160,7 +160,8 @@ def test_nvfuser_module_structure(stem):
     text = (ROOT / "generated" / f"{stem}_nvfuser.py").read_text()
     tree = ast.parse(text)
     modules = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    assert modules == {"__future__", "nvfuser_direct", "thunder_aot.runtime", "thunder_aot.runtime.nvfuser"}
+    assert modules == {"__future__", "thunder_aot.runtime", "thunder_aot.runtime.nvfuser"}
+    assert 'FusionDefinition, DataType = frontend("nvfuser_direct")' in text  # the library, through the runtime
     plain = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert plain == {"torch"}  # no `import thunder`, nothing else either
     defines = [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("define_")]
@@ -216,7 +217,7 @@ def test_nvfuser_legacy_frontend():
     )
     assert result.returncode == 0, result.stderr
     text = result.stdout
-    assert "from nvfuser import DataType, FusionDefinition" in text and "nvfuser_direct" not in text
+    assert 'FusionDefinition, DataType = frontend("nvfuser")' in text and "nvfuser_direct" not in text
     assert 'frontend="legacy"' in text and "--nvfuser-frontend legacy" in text
 
 

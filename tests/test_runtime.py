@@ -114,3 +114,22 @@ def test_from_module_refuses_a_tensor_of_another_shape_or_dtype():
     src.scale = src.scale.half()
     with pytest.raises(ValueError, match=r"exported for scale of shape scalar and dtype float32; the source has scalar:float16"):
         _Norm.from_module(src)
+
+
+def test_an_nvfuser_module_without_nvfuser_names_what_to_install():
+    """Importing a generated nvFuser module where nvFuser is missing: one ImportError line naming the
+    frontend, the torch version and the install page (not a bare ModuleNotFoundError)."""
+    import importlib.util
+
+    import pytest
+
+    if importlib.util.find_spec("nvfuser_direct") is not None:
+        pytest.skip("nvFuser is installed here")
+    from tests.helpers import ROOT
+    from thunder_aot.verify import load_module_from_text
+
+    with pytest.raises(ImportError) as info:
+        load_module_from_text((ROOT / "generated" / "rmsnorm_nvfuser.py").read_text(), "gen_without_nvfuser")
+    message = str(info.value)
+    assert "\n" not in message and message.startswith("this thunder-aot module runs on nvFuser (nvfuser_direct)")
+    assert "docs/nvfuser.md" in message and "--backend triton" in message

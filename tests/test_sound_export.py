@@ -18,7 +18,7 @@ from thunder_aot.errors import ExportError
 from thunder_aot.exporter import ExportRequest, export
 from thunder_aot.exporter.resolve import resolve_module
 from thunder_aot.shapes import parse_shapes
-from thunder_aot.verify import verify
+from thunder_aot.verify import load_module_from_text, verify
 
 SEEDS = range(20)
 
@@ -51,18 +51,25 @@ def test_correct_modules_export_under_20_of_20_seeds(source, shapes, backend):
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.startswith("verified 20 seeds")
 
+def _refusals(text: str, source: str, shapes: str) -> list[str]:
+    """Verification's refusals of the generated module ``text`` under each of SEEDS."""
+    module = resolve_module(source).eval()
+    generated = load_module_from_text(text, f"seeds_{source.split(':')[1]}")
+    refused = []
+    for seed in SEEDS:
+        try:
+            verify(generated, module, parse_shapes(shapes), type(module).__name__, seed=seed)
+        except ExportError as e:
+            refused.append(str(e))
+    return refused
+
+
 def test_the_stored_examples_verify_under_20_seeds():
     """The bundled examples' torch-backend modules in generated/: no false refusal over 20 seeds."""
 
     refused = []
     for stem, source, shapes in EXPORTS:
-        text = (ROOT / "generated" / f"{stem}_torch.py").read_text()
-        module = resolve_module(source).eval()
-        for seed in SEEDS:
-            try:
-                verify(text, module, parse_shapes(shapes), type(module).__name__, seed=seed)
-            except ExportError as e:
-                refused.append(str(e))
+        refused += _refusals((ROOT / "generated" / f"{stem}_torch.py").read_text(), source, shapes)
     assert not refused, refused[:3]
 
 @pytest.mark.parametrize("source,shapes", [m[:2] for m in HF_SUBMODULES], ids=[m[0].split(":")[1] for m in HF_SUBMODULES])
@@ -71,14 +78,7 @@ def test_transformers_submodules_verify_under_20_seeds(source, shapes):
     20 seeds. (Triton's interpreter and the GPU backends: tools/seed_verify.py, results in
     bench/results/sound/.)"""
     pytest.importorskip("transformers")
-    text = export(ExportRequest(source, (shapes,), backend="torch"), verify=False)
-    module = resolve_module(source).eval()
-    refused = []
-    for seed in SEEDS:
-        try:
-            verify(text, module, parse_shapes(shapes), type(module).__name__, seed=seed)
-        except ExportError as e:
-            refused.append(str(e))
+    refused = _refusals(export(ExportRequest(source, (shapes,), backend="torch"), verify=False), source, shapes)
     assert not refused, refused[:3]
 
 

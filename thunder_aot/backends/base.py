@@ -141,6 +141,8 @@ class Backend(ABC):
     prims: frozenset[str] = frozenset()
     #: import lines of the backend's library and runtime part (only where a region runs a kernel)
     imports: tuple[str, ...] = ()
+    #: statements right after the imports (where kernels run): e.g. binding the backend library's names
+    preamble: tuple[str, ...] = ()
     #: what every user input a kernel reads must satisfy (a Python test on ``{name}``), and its wording
     input_requirement: str = ""
     input_requirement_text: str = ""

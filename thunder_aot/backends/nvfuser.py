@@ -245,9 +245,10 @@ class NvFuserBackend(Backend):
         self.specialize = dynamic == "specialize"
         self.frontend = frontend
         self.frontend_module = FRONTENDS[frontend]
+        #: the frontend's names, bound through the runtime (its ImportError says what to install)
+        self.preamble = (f'FusionDefinition, DataType = frontend("{self.frontend_module}")',)
         self.imports = (
-            f"from {self.frontend_module} import DataType, FusionDefinition",
-            "from thunder_aot.runtime.nvfuser import Fusion, SizedFusions, contiguity",
+            "from thunder_aot.runtime.nvfuser import Fusion, SizedFusions, contiguity, frontend",
         )
 
     def region_view(

@@ -91,6 +91,7 @@ class ModuleView:
     dispatch_doc: str
     params_tuple: str  # forward's arguments as a tuple, for the guard table
     imports: tuple[str, ...]
+    preamble: tuple[str, ...]
     runtime_version: int
     class_name: str
     inputs: tuple[str, ...]
@@ -315,6 +316,7 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
         dispatch_doc=dispatch_doc,
         params_tuple=tuple_text([p.name for p in program.inputs]),
         imports=("import torch", *(backend.imports if runs_kernels else ()), _runtime_import(module_checks, kernels_run)),
+        preamble=backend.preamble if runs_kernels else (),
         runtime_version=RUNTIME_VERSION,
         class_name=program.class_name,
         inputs=tuple(p.name for p in user_inputs),

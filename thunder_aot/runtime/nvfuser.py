@@ -14,7 +14,26 @@ from collections.abc import Callable
 
 import torch
 
-__all__ = ["Fusion", "SizedFusions", "contiguity"]
+__all__ = ["Fusion", "SizedFusions", "contiguity", "frontend"]
+
+#: where the install matrix lives (named by the import error of a module without nvFuser)
+INSTALL_PAGE = "docs/nvfuser.md in thunder-aot's source"
+
+
+def frontend(module_name: str) -> tuple[type, type]:
+    """``(FusionDefinition, DataType)`` of the nvFuser frontend a generated module is written for
+    (``nvfuser_direct`` or ``nvfuser``), or one ImportError line naming what to install."""
+    import importlib
+
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise ImportError(
+            f"this thunder-aot module runs on nvFuser ({module_name}), which cannot be imported here ({e}); "
+            f"install the nvFuser wheel built for your torch {torch.__version__.split('+')[0]} ({INSTALL_PAGE}), "
+            "or export the module with --backend triton"
+        ) from None
+    return module.FusionDefinition, module.DataType
 
 _FIRST_EXECUTE_LOCK = threading.Lock()
 _DEFINE_LOCK = threading.Lock()

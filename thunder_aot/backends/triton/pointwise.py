@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from thunder_aot.backends.base import Line, source_comments
+from thunder_aot.backends.base import Line, render_const, source_comments
 from thunder_aot.backends.triton.lowering import _BINARY, _COMPARISONS, _REDUCE_IDENTITY, _UNARY, TL_DTYPES, Unsupported
 from thunder_aot.backends.triton.schedule import MAX_BLOCK, Schedule, schedule
 from thunder_aot.model import Const, Dim, DimRange, DType, PrimOp, Ref, Region, Seq, SizeArg, Value
@@ -176,7 +176,7 @@ class PointwiseProgram:
             spec = self.specs[arg.name]
             return self.value(arg.name, index if spec.shape else (), mask)
         if isinstance(arg, Const) and isinstance(arg.value, (int, float)) and not isinstance(arg.value, bool):
-            return _literal(arg.value)
+            return render_const(arg.value)
         if isinstance(arg, Const) and isinstance(arg.value, bool):
             return "True" if arg.value else "False"
         raise Unsupported(f"argument {arg!r}")
@@ -231,15 +231,6 @@ def _is_literal(text: str) -> bool:
     except ValueError:
         return text in ("True", "False")
     return True
-
-
-def _literal(value: int | float) -> str:
-    if isinstance(value, float):
-        if value != value:
-            return 'float("nan")'
-        if value in (float("inf"), float("-inf")):
-            return f'float("{"-" if value < 0 else ""}inf")'
-    return repr(value)
 
 
 def _static(arg) -> int:
