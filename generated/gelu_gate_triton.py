@@ -4,7 +4,7 @@
 # Backend: triton
 # Buckets (dispatch order, most specific first) -> program:
 #   [s0=1..2048]x2048:bfloat16 -> 0
-# Versions: thunder-aot 0.1.0, lightning-thunder 0.2.6, torch 2.11.0
+# Versions: thunder-aot 0.1.0, lightning-thunder 0.2.6, torch 2.11.0, black 26.10.1
 """GeluGate from thunder_aot.examples.blocks:gelu_gate, exported by thunder-aot (triton backend).
 
 Imports torch, the backend library and thunder_aot.runtime; Thunder is not imported."""

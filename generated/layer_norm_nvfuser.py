@@ -4,7 +4,7 @@
 # Backend: nvfuser
 # Buckets (dispatch order, most specific first) -> program:
 #   [s0=1..2048]x1024:bfloat16 -> 0
-# Versions: thunder-aot 0.1.0, lightning-thunder 0.2.6, torch 2.11.0
+# Versions: thunder-aot 0.1.0, lightning-thunder 0.2.6, torch 2.11.0, black 26.10.1
 """LayerNorm from thunder_aot.examples.blocks:layer_norm, exported by thunder-aot (nvfuser backend).
 
 Imports torch, the backend library and thunder_aot.runtime; Thunder is not imported."""

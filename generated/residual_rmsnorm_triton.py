@@ -4,7 +4,7 @@
 # Backend: triton
 # Buckets (dispatch order, most specific first) -> program:
 #   1x[S=1..2048]x2880:bfloat16, 1x[S]x2880:bfloat16 -> 0
-# Versions: thunder-aot 0.1.0, lightning-thunder 0.2.6, torch 2.11.0
+# Versions: thunder-aot 0.1.0, lightning-thunder 0.2.6, torch 2.11.0, black 26.10.1
 """ResidualRMSNorm from thunder_aot.examples.blocks:residual_rmsnorm, exported by thunder-aot (triton backend).
 
 Imports torch, the backend library and thunder_aot.runtime; Thunder is not imported."""

@@ -7,7 +7,7 @@
 #   1x568x2880:bfloat16 -> 0
 #   1x1369x2880:bfloat16 -> 0
 #   1x[s0=1..2048]x2880:bfloat16 -> 0
-# Versions: thunder-aot 0.1.0, lightning-thunder 0.2.6, torch 2.11.0
+# Versions: thunder-aot 0.1.0, lightning-thunder 0.2.6, torch 2.11.0, black 26.10.1
 """GptOssRMSNorm from thunder_aot.examples.gpt_oss:rmsnorm, exported by thunder-aot (nvfuser backend).
 
 Imports torch, the backend library and thunder_aot.runtime; Thunder is not imported."""

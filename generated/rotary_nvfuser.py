@@ -4,7 +4,7 @@
 # Backend: nvfuser
 # Buckets (dispatch order, most specific first) -> program:
 #   1x8x[S=1..2048]x64:bfloat16, 1x1x[S]x64:bfloat16, 1x1x[S]x64:bfloat16 -> 0
-# Versions: thunder-aot 0.1.0, lightning-thunder 0.2.6, torch 2.11.0
+# Versions: thunder-aot 0.1.0, lightning-thunder 0.2.6, torch 2.11.0, black 26.10.1
 """RotaryEmbedding from thunder_aot.examples.blocks:rotary_embedding, exported by thunder-aot (nvfuser backend).
 
 Imports torch, the backend library and thunder_aot.runtime; Thunder is not imported."""

@@ -5,7 +5,7 @@
 # Buckets (dispatch order, most specific first) -> program:
 #   1x8x1x1:bfloat16, 1x1x1x1:float32 -> 0
 #   1x8x[S=2..512]x[S]:bfloat16, 1x1x[S]x[S]:float32 -> 1
-# Versions: thunder-aot 0.1.0, lightning-thunder 0.2.6, torch 2.11.0
+# Versions: thunder-aot 0.1.0, lightning-thunder 0.2.6, torch 2.11.0, black 26.10.1
 """ScaledMaskedSoftmax from thunder_aot.examples.blocks:scaled_masked_softmax, exported by thunder-aot (nvfuser backend).
 
 Imports torch, the backend library and thunder_aot.runtime; Thunder is not imported."""

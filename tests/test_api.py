@@ -120,3 +120,20 @@ def test_bench_names_sizes_outside_every_bucket():
     result = run_cli("bench", SOURCE, "--shapes", "1x[1..4]x2880:bf16", "--sizes", "1,99", "--backends", "torch", "--device", "cpu")
     assert result.returncode == 2
     assert "thunder-aot: error: bench --sizes 99: outside every bucket's dynamic range (s0=1..4)" in result.stderr
+
+
+def test_check_names_a_formatter_of_another_version_as_the_cause(tmp_path):
+    """The header records the formatter's version; a file formatted by another black is reported as
+    that, not as an unexplained diff."""
+    from thunder_aot.exporter import versions
+
+    out = tmp_path / "rms.py"
+    assert run_cli("export", SOURCE, "--shapes", SHAPES, "--backend", "torch", "--out", str(out)).returncode == 0
+    text = out.read_text()
+    here = f"black {versions()['black']}"
+    assert any(line.startswith("# Versions: ") and line.endswith(here) for line in text.splitlines()[:12])
+    out.write_text(text.replace(here, "black 23.1.0").replace("    return", "  return", 1))
+    result = run_cli("check", str(out))
+    assert result.returncode == 1
+    assert f"STALE  {out}: formatter version differs (the file was formatted by black 23.1.0, this environment has {here})" \
+        in result.stdout

@@ -246,6 +246,11 @@ def cmd_check(args: argparse.Namespace) -> int:
             print(f"update {path}")
             continue
         stale += 1
+        recorded, here = _formatter_versions(actual)
+        if recorded != here:
+            print(f"STALE  {path}: formatter version differs (the file was formatted by {recorded or 'an unrecorded version'}, "
+                  f"this environment has {here}); install that version, or refresh with --update")
+            continue
         print(f"STALE  {path}")
         sys.stdout.writelines(
             difflib.unified_diff(
@@ -257,6 +262,18 @@ def cmd_check(args: argparse.Namespace) -> int:
     if failed:
         print(f"{failed} of {len(files)} generated files could not be regenerated (see FAILED above)")
     return 1 if stale or failed else 0
+
+
+def _formatter_versions(text: str) -> tuple[str | None, str]:
+    """(the formatter and version a generated file's header records, or None; the one here)."""
+    from thunder_aot.exporter import FORMATTER, versions
+
+    here = f"{FORMATTER} {versions()[FORMATTER]}"
+    for line in text.splitlines()[:12]:
+        if line.startswith("# Versions: "):
+            recorded = [v.strip() for v in line.removeprefix("# Versions: ").split(",")]
+            return next((v for v in recorded if v.startswith(FORMATTER + " ")), None), here
+    return None, here
 
 
 def _regenerate(path: Path) -> str:

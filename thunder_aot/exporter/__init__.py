@@ -74,7 +74,12 @@ def versions() -> dict[str, str]:
         "thunder-aot": __version__,
         "lightning-thunder": _package_version("lightning-thunder"),
         "torch": torch.__version__.split("+")[0],
+        FORMATTER: _package_version(FORMATTER),  # check names a formatter of another version as the cause of a diff
     }
+
+
+#: the formatter of generated code (its version goes into the header)
+FORMATTER = "black"
 
 
 def forward_input_names(module: torch.nn.Module, count: int) -> list[str]:
