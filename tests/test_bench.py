@@ -23,6 +23,7 @@ def test_bench_on_cpu_times_what_runs_and_says_what_it_skipped(tmp_path):
     result = run_cli(
         "bench", "thunder_aot.examples.gpt_oss:rmsnorm", "--shapes", "1x[1..16]x2880:bf16",
         "--sizes", "1,16", "--rounds", "1", "--min-run-time", "0.02", "--device", "cpu", "--out", str(out),
+        "--backends", "auto,nvfuser",  # auto: torch on this CPU; nvfuser: skipped, with the reason
     )
     assert result.returncode == 0, result.stderr[-3000:]
     data = json.loads((out / "bench.json").read_text())
