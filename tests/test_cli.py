@@ -78,7 +78,7 @@ def test_an_edge_that_traces_differently_is_split_off_into_its_own_bucket():
 
 
 def test_same_input_gives_the_same_bytes_under_different_hash_seeds():
-    args = ("export", "thunder_aot.examples.blocks:gated_mlp", "--shapes", "[1..32]x256; 7x256", "--backend", "nvfuser")
+    args = ("export", "thunder_aot.examples.blocks:gated_mlp", "--shapes", "[1..32]x256; 7x256", "--backend", "nvfuser", "--no-verify")
     first = run_cli(*args, env={"PYTHONHASHSEED": "1"})
     second = run_cli(*args, env={"PYTHONHASHSEED": "2"})
     assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
