@@ -123,7 +123,7 @@ class PointwiseProgram:
         return " + ".join(terms) or "0"
 
     def mask_name(self, condition: str) -> str:
-        """A named mask (``mask`` and ``in_<k>`` lines), so that loads under one condition share it."""
+        """A named mask (``m<k> = condition``, written once), so that loads under one condition share it."""
         if condition not in self._masks:
             name = f"m{len(self._masks)}"
             self._masks[condition] = name
