@@ -77,14 +77,9 @@ class TritonBackend(Backend):
         first = region.inputs[0].name
         kernel_params = [f"{v.name}_ptr" for v in region.inputs] + [f"{o.value.name}_out_ptr" for o in outputs]
         launch_args = [v.name for v in region.inputs] + [o.value.name for o in outputs]
-        allocations = []
-        for o in outputs:
-            sizes_text = [render_dim(d) for d in o.value.spec.shape]
-            sizes, dtype = tuple_text(sizes_text), f"torch.{o.value.spec.dtype}"
-            allocations.append(
-                Line(f"{o.value.name} = empty_strided_cuda({sizes}, {tuple_text(contiguous_strides(sizes_text))}, {dtype}) "
-                     f"if _device >= 0 else torch.empty({sizes}, dtype={dtype}, device={first}.device)")
-            )
+        allocations = [
+            _allocation(o.value.name, [render_dim(d) for d in o.value.spec.shape], o.value.spec.dtype, first) for o in outputs
+        ]
         size_params = list(prog.size_params)
         if prog.tiled:  # whole rows of the outputs' innermost dim, several to a program
             plan = prog.plan
@@ -165,11 +160,7 @@ class TritonBackend(Backend):
             else:
                 sizes_text = [*lead, "1"] if len(o.spec.shape) == len(prog.full) else list(lead)
             ptr = f"{o.name}_out_ptr"
-            sizes, dtype = tuple_text(sizes_text), f"torch.{o.spec.dtype}"
-            allocations.append(
-                Line(f"{o.name} = empty_strided_cuda({sizes}, {tuple_text(contiguous_strides(sizes_text))}, {dtype}) "
-                     f"if _device >= 0 else torch.empty({sizes}, dtype={dtype}, device={row_input.name}.device)")
-            )
+            allocations.append(_allocation(o.name, sizes_text, o.spec.dtype, row_input.name))
             offset, masked = ("row * N + cols", ", mask=mask") if kind == Kind.ROW else ("row", prog.row_mask)
             stores.append(Line(f"tl.store({ptr} + {offset}, {expr.text}{masked})"))
             kernel_params.append(ptr)
@@ -202,6 +193,16 @@ class TritonBackend(Backend):
             block=plan.block,
             num_warps=plan.num_warps,
         )
+
+
+def _allocation(name: str, sizes_text: list[str], dtype: str, like: str) -> Line:
+    """An output's contiguous allocation: torch's C allocator where forward launches directly
+    (``_device >= 0``), else ``torch.empty`` on the device of input ``like``."""
+    sizes, torch_dtype = tuple_text(sizes_text), f"torch.{dtype}"
+    return Line(
+        f"{name} = empty_strided_cuda({sizes}, {tuple_text(contiguous_strides(sizes_text))}, {torch_dtype}) "
+        f"if _device >= 0 else torch.empty({sizes}, dtype={torch_dtype}, device={like}.device)"
+    )
 
 
 def _numel_text(shape: tuple) -> str:
