@@ -2,14 +2,14 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints-dev.txt | sha1sum | cut -c1-12)
 
 .PHONY: setup example test test-fast golden gpu-test
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[export,test]"
+	$(PY) -m pip install -q -c constraints-dev.txt -e ".[export,test]"
 	touch $(STAMP)
 
 setup: $(STAMP)

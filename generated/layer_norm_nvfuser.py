@@ -12,7 +12,6 @@ Imports torch, the backend library and thunder_aot.runtime; Thunder is not impor
 from __future__ import annotations
 
 import torch
-from thunder_aot.runtime.nvfuser import Fusion, SizedFusions, contiguity, frontend
 from thunder_aot.runtime import (
     GLOBAL_BACKWARD_HOOKS,
     GLOBAL_BACKWARD_PRE_HOOKS,
@@ -30,7 +29,9 @@ from thunder_aot.runtime import (
     require,
 )
 
-require(1)
+require(2)
+from thunder_aot.runtime.nvfuser import Fusion, SizedFusions, contiguity, frontend
+
 FusionDefinition, DataType = frontend("nvfuser_direct")
 
 __all__ = ["BUCKETS", "NoBucketError", "LayerNorm", "forward"]

@@ -15,16 +15,6 @@ Imports torch, the backend library and thunder_aot.runtime; Thunder is not impor
 from __future__ import annotations
 
 import torch
-import triton
-import triton.language as tl
-from thunder_aot.runtime.triton import (
-    INTERPRET,
-    Kernel,
-    current_device,
-    eager_device,
-    empty_strided_cuda,
-    raw_stream,
-)
 from thunder_aot.runtime import (
     GLOBAL_BACKWARD_HOOKS,
     GLOBAL_BACKWARD_PRE_HOOKS,
@@ -42,7 +32,17 @@ from thunder_aot.runtime import (
     require,
 )
 
-require(1)
+require(2)
+from thunder_aot.runtime.triton import (
+    INTERPRET,
+    Kernel,
+    current_device,
+    eager_device,
+    empty_strided_cuda,
+    raw_stream,
+)
+import triton
+import triton.language as tl
 
 __all__ = ["BUCKETS", "NoBucketError", "GptOssRMSNorm", "forward"]
 

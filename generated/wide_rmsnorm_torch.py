@@ -24,7 +24,7 @@ from thunder_aot.runtime import (
     require,
 )
 
-require(1)
+require(2)
 
 __all__ = ["BUCKETS", "NoBucketError", "GptOssRMSNorm", "forward"]
 

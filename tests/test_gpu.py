@@ -296,3 +296,44 @@ def test_triton_kernels_under_compute_sanitizer_memcheck():
     log = out.stdout + out.stderr
     assert out.returncode == 0 and "ERROR SUMMARY: 0 errors" in log, log[-4000:]
     assert "calls checked" in log, log[-4000:]
+
+
+def _fast_path_check(backend: str, *simulated: str) -> dict:
+    import json
+    import os
+    import subprocess
+
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "fast_path_check.py"), "rmsnorm", backend, *simulated],
+        cwd=ROOT, capture_output=True, text=True, timeout=900,
+        env={k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "THUNDER_AOT_FAST_PATHS")},
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_triton_module_launches_through_the_c_launcher_on_the_tested_versions():
+    result = _fast_path_check("triton")  # this machine's real torch and Triton
+    assert result == {**result, "fast": True, "warnings": []}
+    assert result["compiled"] >= 1 and result["checked"] >= 8
+
+
+def test_triton_module_on_a_simulated_untested_triton_launches_publicly_and_matches():
+    result = _fast_path_check("triton", "triton=3.7.0")
+    assert result["fast"] is False and result["compiled"] == 0 and result["checked"] >= 8
+    assert len(result["warnings"]) == 1 and "triton 3.7.0 is not a tested release" in result["warnings"][0]
+
+
+def test_nvfuser_module_takes_the_executor_cache_on_the_tested_release():
+    pytest.importorskip("nvfuser_direct")
+    result = _fast_path_check("nvfuser")
+    assert result["fast"] is True and result["warnings"] == []
+    assert result["fusions"] >= 1 and result["public_execute"] is False and result["checked"] >= 8
+
+
+def test_nvfuser_module_on_a_simulated_untested_release_calls_fd_execute_and_matches():
+    pytest.importorskip("nvfuser_direct")
+    result = _fast_path_check("nvfuser", "nvfuser_direct=0.3.0")
+    assert result["fast"] is False and result["fusions"] >= 1 and result["public_execute"] is True
+    assert result["checked"] >= 8
+    assert len(result["warnings"]) == 1 and "nvfuser_direct 0.3.0 is not a tested release" in result["warnings"][0]

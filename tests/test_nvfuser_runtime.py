@@ -22,6 +22,7 @@ import pytest
 import torch
 
 import thunder_aot.runtime
+import thunder_aot.runtime.nvfuser as runtime_nvfuser
 from tests.helpers import ROOT
 from thunder_aot.bench import nvfuser_executions
 from thunder_aot.examples.gpt_oss import rmsnorm
@@ -38,6 +39,7 @@ def _fake_nvfuser_direct() -> types.ModuleType:
     """``FusionDefinition`` records its tensors' kwargs; executes count calls (in ``fake.calls``:
     "fd" for ``fd.execute``, "fec" for ``fd.fec.execute``) and return the torch reference."""
     fake = types.ModuleType("nvfuser_direct")
+    fake.__version__ = "0.2.35+fake"  # a tested release: the runtime takes its fast path
     fake.calls = collections.Counter()
     fake.recorded = []  # every FusionDefinition, in the order recorded
     lock = threading.Lock()
@@ -97,6 +99,7 @@ def env(monkeypatch, request):
     """(generated module, fake nvfuser_direct, exported module, source module), fresh per test."""
     fake = _fake_nvfuser_direct()
     monkeypatch.setitem(sys.modules, "nvfuser_direct", fake)
+    monkeypatch.setattr(runtime_nvfuser, "_FAST_EXECUTE", {})  # decided again, for this fake
     text = (ROOT / "generated" / "rmsnorm_nvfuser.py").read_text()
     assert text.count(".is_cuda") == 1
     # the only change: the device check accepts the CPU tensors this machine has
@@ -289,3 +292,22 @@ def test_without_torchs_tensor_guards_every_call_takes_the_checked_path(env, mon
     assert gen._FAST == {} and len(checked) == 3
     with pytest.raises(ValueError, match="hidden_states must be a contiguous"):
         aot(torch.randn(1, 2880, 15, dtype=torch.bfloat16).transpose(1, 2))
+
+
+def test_an_untested_nvfuser_release_runs_every_call_through_fd_execute(monkeypatch, request):
+    fake = _fake_nvfuser_direct()
+    fake.__version__ = "0.3.0"
+    monkeypatch.setitem(sys.modules, "nvfuser_direct", fake)
+    monkeypatch.setattr(runtime_nvfuser, "_FAST_EXECUTE", {})
+    monkeypatch.setattr(thunder_aot.runtime.versions, "_WARNED", set())
+    monkeypatch.delenv("THUNDER_AOT_FAST_PATHS", raising=False)
+    name = f"gen_rmsnorm_nvfuser_fake_{request.node.name}"
+    request.addfinalizer(lambda: sys.modules.pop(name, None))
+    text = (ROOT / "generated" / "rmsnorm_nvfuser.py").read_text()
+    gen = load_module_from_text(text.replace(".is_cuda", ".is_cpu"), name)
+    src = rmsnorm()
+    aot = gen.GptOssRMSNorm.from_module(src)
+    with pytest.warns(RuntimeWarning, match="nvfuser_direct 0.3.0 is not a tested release"), torch.no_grad():
+        for _ in range(3):
+            aot(_x(15))
+    assert fake.calls == {"fd": 3}

@@ -90,7 +90,8 @@ class ModuleView:
     docstring: str
     dispatch_doc: str
     params_tuple: str  # forward's arguments as a tuple, for the guard table
-    imports: tuple[str, ...]
+    imports: tuple[str, ...]  # torch and the runtime library
+    backend_imports: tuple[str, ...]  # after require(): an older runtime is named before they fail
     preamble: tuple[str, ...]
     runtime_version: int
     class_name: str
@@ -315,7 +316,8 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
         docstring=docstring,
         dispatch_doc=dispatch_doc,
         params_tuple=tuple_text([p.name for p in program.inputs]),
-        imports=("import torch", *(backend.imports if runs_kernels else ()), _runtime_import(module_checks, kernels_run)),
+        imports=("import torch", _runtime_import(module_checks, kernels_run)),
+        backend_imports=backend.imports if runs_kernels else (),
         preamble=backend.preamble if runs_kernels else (),
         runtime_version=RUNTIME_VERSION,
         class_name=program.class_name,

@@ -130,6 +130,37 @@ def qwen3_decoder_layer():
     return _randomize(DecoderLayer(Qwen3DecoderLayer(config, layer_idx=0)), 19)
 
 
+def qwen3_2b_decoder_layer():
+    """One decoder layer shaped as Qwen3-1.7B's (hidden 2048, 16 heads of 128, 8 KV heads,
+    intermediate 6144), in bf16, for benchmarks."""
+    from transformers import Qwen3Config
+    from transformers.models.qwen3.modeling_qwen3 import Qwen3DecoderLayer
+
+    config = Qwen3Config(
+        hidden_size=2048, intermediate_size=6144, num_hidden_layers=2, num_attention_heads=16, num_key_value_heads=8,
+        head_dim=128, vocab_size=512, max_position_embeddings=4096, rms_norm_eps=1e-6,
+    )
+    config._attn_implementation = "eager"
+    return _randomize(DecoderLayer(Qwen3DecoderLayer(config, layer_idx=0)), 21).to(torch.bfloat16)
+
+
+def gpt_oss_decoder_layer():
+    """One full-attention decoder layer shaped as GPT-OSS-20B's attention (hidden 2880, 64 heads of
+    64, 8 KV heads, attention sinks) with a small mixture of experts (8 experts of 2880, 2 per
+    token: the model has 32 and 4), in bf16, for benchmarks."""
+    from transformers import GptOssConfig
+    from transformers.models.gpt_oss.modeling_gpt_oss import GptOssDecoderLayer
+
+    config = GptOssConfig(
+        hidden_size=2880, intermediate_size=2880, num_hidden_layers=2, num_attention_heads=64, num_key_value_heads=8,
+        head_dim=64, num_local_experts=8, num_experts_per_tok=2, vocab_size=512, max_position_embeddings=4096,
+        layer_types=["full_attention", "full_attention"], rope_parameters={"rope_type": "default", "rope_theta": 150000.0},
+    )
+    config._attn_implementation = "eager"
+    config._experts_implementation = "eager"  # the experts' loop of torch calls (no grouped-mm kernel)
+    return _randomize(DecoderLayer(GptOssDecoderLayer(config, layer_idx=1)), 22).to(torch.bfloat16)
+
+
 def tiny_llama():
     """A 2-layer LlamaForCausalLM from a config, for the replace() example and test."""
     from transformers import LlamaForCausalLM

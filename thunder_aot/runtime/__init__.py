@@ -20,8 +20,9 @@ from collections.abc import Callable, Iterable
 
 import torch
 
-#: the interface version generated modules are written against
-RUNTIME_VERSION = 1
+#: the interface version generated modules are written against (2: runtime.nvfuser.frontend, the
+#: version-checked fast paths of runtime.versions)
+RUNTIME_VERSION = 2
 
 __all__ = [
     "RUNTIME_VERSION",

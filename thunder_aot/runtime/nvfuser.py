@@ -14,6 +14,8 @@ from collections.abc import Callable
 
 import torch
 
+from thunder_aot.runtime import versions
+
 __all__ = ["Fusion", "SizedFusions", "contiguity", "frontend"]
 
 #: where the install matrix lives (named by the import error of a module without nvFuser)
@@ -40,10 +42,24 @@ _DEFINE_LOCK = threading.Lock()
 _NO_OPTIONS: list[str] = []
 
 
+#: whether each frontend's steady call may skip ``fd.execute`` (tested releases only: runtime.versions)
+_FAST_EXECUTE: dict[str, bool] = {}
+
+
+def _fast_execute(frontend: str) -> bool:
+    allowed = _FAST_EXECUTE.get(frontend)
+    if allowed is None:
+        allowed = _FAST_EXECUTE[frontend] = versions.allowed(f"nvfuser-{frontend}-execute")
+    return allowed
+
+
 def _steady_execute(fd, frontend: str) -> Callable[[list], list[torch.Tensor]]:
     """The call that runs ``fd`` once its first execute compiled it, without ``fd.execute``'s
     Python checks: the executor cache it created (direct), or ``fd._execute`` without the profiling,
-    segmentation and multi-device options a recorded single-device definition never uses (legacy)."""
+    segmentation and multi-device options a recorded single-device definition never uses (legacy).
+    On an nvFuser release these private calls were not tested with: ``fd.execute`` itself."""
+    if not _fast_execute(frontend):
+        return fd.execute
     if frontend == "direct":
         return fd.fec.execute
 

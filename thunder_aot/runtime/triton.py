@@ -16,27 +16,57 @@ import threading
 
 import torch
 
-__all__ = ["INTERPRET", "Kernel", "current_device", "eager_device", "empty_strided_cuda", "raw_stream"]
+from thunder_aot.runtime import versions
+
+try:
+    import triton  # noqa: F401  (the generated module's kernels are @triton.jit functions)
+except ImportError as e:
+    raise ImportError(
+        f"this thunder-aot module runs on Triton, which cannot be imported here ({e}); Triton ships with "
+        "torch's CUDA builds (or: pip install triton), or export the module with --backend torch"
+    ) from None
+
+__all__ = [
+    "FAST_LAUNCH",
+    "INTERPRET",
+    "Kernel",
+    "current_device",
+    "eager_device",
+    "empty_strided_cuda",
+    "raw_stream",
+]
 
 #: Triton's interpreter runs the kernels on CPU tensors (for checking them without a GPU)
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 _compiling = torch.compiler.is_compiling
 _COMPILE_LOCK = threading.Lock()
-#: the current device and its raw current stream, as torch.compile's generated code reads them
-#: (public fallbacks where torch lacks them)
-current_device = getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device)
-raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
-    lambda index: torch.cuda.current_stream(index).cuda_stream
-)
-#: an empty tensor on the current CUDA device, as torch.compile's generated code allocates (no
-#: argument parser, no dispatcher); generated modules allocate outputs through it where the
-#: call's ``_device`` >= 0 (their inputs are on the current device)
-try:
-    from torch._C._dynamo.guards import _empty_strided_cuda as empty_strided_cuda
-except ImportError:  # pragma: no cover - a torch without it: the public call, on the current device
+#: launch through the compiled kernel's C launch function (and allocate and query the device and
+#: stream as torch.compile's generated code does) only on torch and Triton releases that was tested
+#: with; otherwise every launch is the public ``kernel[grid](...)`` (runtime.versions warns once)
+FAST_LAUNCH = versions.allowed("triton-launch")
 
-    def empty_strided_cuda(sizes: tuple, strides: tuple, dtype: torch.dtype) -> torch.Tensor:
-        return torch.empty_strided(sizes, strides, dtype=dtype, device="cuda")
+
+def _public_empty_strided(sizes: tuple, strides: tuple, dtype: torch.dtype) -> torch.Tensor:
+    return torch.empty_strided(sizes, strides, dtype=dtype, device="cuda")
+
+
+#: the current device and its raw current stream, as torch.compile's generated code reads them
+current_device = torch.cuda.current_device
+raw_stream = None
+#: an empty tensor on the current CUDA device; generated modules allocate outputs through it where
+#: the call's ``_device`` >= 0 (their inputs are on the current device)
+empty_strided_cuda = _public_empty_strided
+if FAST_LAUNCH:
+    current_device = getattr(torch._C, "_cuda_getDevice", current_device)
+    raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    try:  # torch.compile's allocation: no argument parser, no dispatcher
+        from torch._C._dynamo.guards import _empty_strided_cuda as empty_strided_cuda
+    except ImportError:  # pragma: no cover
+        pass
+if raw_stream is None:
+
+    def raw_stream(index: int) -> int:
+        return torch.cuda.current_stream(index).cuda_stream
 
 
 def eager_device(t: torch.Tensor) -> int:
@@ -109,6 +139,12 @@ class Kernel:
             self.fn[(programs,)](*args, N=n, BLOCK=self.block, num_warps=self.num_warps)
             return
         index = args[0].get_device()
+        if not FAST_LAUNCH:
+            # an untested torch or Triton: the public launch, always (``binaries`` stays empty, so
+            # ``forward`` never takes the C launch either)
+            with torch.cuda.device(index) if index != current_device() else contextlib.nullcontext():
+                self.fn[(programs,)](*args, N=n, BLOCK=self.block, num_warps=self.num_warps)
+            return
         key = index + index + misaligned
         entry = self.binaries.get(key)
         if entry is None:

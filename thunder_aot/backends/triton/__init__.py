@@ -26,10 +26,11 @@ from thunder_aot.model import DimRange, Region
 class TritonBackend(Backend):
     name = "triton"
     prims = TorchBackend.prims  # regions form as for the other backends; the kernel decides per region
+    # the runtime first: without Triton its import error says what to install
     imports = (
+        "from thunder_aot.runtime.triton import INTERPRET, Kernel, current_device, eager_device, empty_strided_cuda, raw_stream",
         "import triton",
         "import triton.language as tl",
-        "from thunder_aot.runtime.triton import INTERPRET, Kernel, current_device, eager_device, empty_strided_cuda, raw_stream",
     )
     input_requirement = "{name}.is_contiguous() and ({name}.is_cuda or INTERPRET)"
     input_requirement_text = "a contiguous CUDA tensor"

@@ -21,6 +21,7 @@ here, raises :class:`~thunder_aot.backends.triton.lowering.Unsupported`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -74,6 +75,9 @@ class PointwiseProgram:
         self.lines: list[Line] = []
         self._memo: dict[tuple[str, Index, str], str] = {}
         self._masks: dict[str, str] = {}
+        #: a tile's row-and-lane mask -> (its rows' mask, its lanes' condition): a load whose
+        #: address does not vary along rows (or lanes) takes the other part alone
+        self._mask_parts: dict[str, tuple[str, str]] = {}
         self._commented: set[int] = set()
 
     # --- sizes and indices ------------------------------------------------------------------
@@ -153,7 +157,7 @@ class PointwiseProgram:
             return self._memo[key]
         if name in self.inputs:
             spec = self.inputs[name].spec
-            text = f"tl.load({name}_ptr + {self.flatten(index, spec.shape)}, mask={mask}, other=0)"
+            text = self._load(name, self.flatten(index, spec.shape), mask)
             comment = ""
         else:
             op = self.producers.get(name)
@@ -169,6 +173,31 @@ class PointwiseProgram:
         self._memo[key] = var
         self.lines.append(Line(f"{var} = {text}", comment))
         return var
+
+    def _load(self, name: str, offset: str, mask: str) -> str:
+        """``tl.load`` of input ``name`` at ``offset`` under ``mask``, with a pointer at least as
+        wide as the mask (Triton before 3.4 broadcasts the mask to the pointer, never back): an
+        address that varies along fewer axes than the program's tile takes the matching part of a
+        tile mask, else the pointer is broadcast to the tile."""
+        axes = ("row", "cols") if self.tiled else ("offs",)
+        used = {axis for axis in axes if re.search(rf"\b{axis}\b", offset)}
+        pointer = f"{name}_ptr + {offset}"
+        if len(used) < len(axes):
+            rows, lanes = self._mask_parts.get(mask, (None, None))
+            if used == {"cols"} and lanes is not None:
+                mask = self.mask_name(lanes)
+            elif used == {"row"} and rows is not None:
+                mask = rows
+            else:
+                shape = f"({self.plan.rows}, BLOCK)" if self.tiled else "(BLOCK,)"
+                pointer = f"tl.broadcast_to({pointer}, {shape})"
+        return f"tl.load({pointer}, mask={mask}, other=0)"
+
+    def tile_mask(self, lanes: str) -> str:
+        """The mask of the tile's valid rows and the lanes where ``lanes`` holds."""
+        mask = self.mask_name(f"{self.row_mask} & ({lanes})")
+        self._mask_parts[mask] = (self.row_mask, lanes)
+        return mask
 
     def operand(self, arg, index: Index, mask: str) -> str:
         """An op's operand at ``index``: a value of the region (same shape as the op's output), or a number."""
@@ -205,7 +234,7 @@ class PointwiseProgram:
                 index, offset = self.split("offs", shape), "offs"
             else:
                 self.row_mask = self.mask_name(f"row < {self._product(shape[:-1]) or 1}")
-                mask = self.mask_name(f"{self.row_mask} & (cols < {self.width})")
+                mask = self.tile_mask(f"cols < {self.width}")
                 index, offset = (*self.split("row", shape[:-1]), "cols"), "row * N + cols"
             result = self.value(out.value.name, index, mask)
             self.lines.append(Line(f"tl.store({out.value.name}_out_ptr + {offset}, {result}, mask={mask})"))
@@ -218,7 +247,7 @@ class PointwiseProgram:
             raise Unsupported("a reduction whose rows are not the output's rows")
         if not isinstance(size, int) or size > self.plan.block:
             raise Unsupported("a reduction over a dynamic or wider dim than the output's rows")
-        return (*index[:dim], "cols", *index[dim:]), self.mask_name(f"{self.row_mask} & (cols < {size})")
+        return (*index[:dim], "cols", *index[dim:]), self.tile_mask(f"cols < {size}")
 
 
 def _is_name(text: str) -> bool:
