@@ -44,11 +44,16 @@ HF_SUBMODULES = [
     (
         "thunder_aot.examples.hf:llama_decoder_layer",
         "1x[S=1..64]x256, 1x[S]x64, 1x[S]x64",
+        {"torch.nn.functional.linear", "torch.nn.functional.scaled_dot_product_attention", "torch.Tensor.view", "torch.transpose", "torch.reshape", "torch.Tensor.contiguous"},
+    ),
+    (
+        "thunder_aot.examples.hf:llama_decoder_layer_eager_attention",
+        "1x[S=1..64]x256, 1x[S]x64, 1x[S]x64",
         {"torch.nn.functional.linear", "torch.matmul", "torch.Tensor.view", "torch.transpose", "torch.reshape", "torch.Tensor.contiguous"},
     ),
     (
         "thunder_aot.examples.hf:qwen3_decoder_layer",
         "1x[S=1..64]x256, 1x[S]x64, 1x[S]x64",
-        {"torch.nn.functional.linear", "torch.matmul", "torch.Tensor.view", "torch.transpose", "torch.reshape", "torch.Tensor.contiguous"},
+        {"torch.nn.functional.linear", "torch.nn.functional.scaled_dot_product_attention", "torch.Tensor.view", "torch.transpose", "torch.reshape", "torch.Tensor.contiguous"},
     ),
 ]

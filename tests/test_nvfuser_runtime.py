@@ -311,3 +311,27 @@ def test_an_untested_nvfuser_release_runs_every_call_through_fd_execute(monkeypa
         for _ in range(3):
             aot(_x(15))
     assert fake.calls == {"fd": 3}
+
+
+@pytest.mark.traces
+def test_a_fusion_reading_a_permuted_fusion_output_gets_it_contiguous():
+    """nvFuser returns the output of a fusion that transposes in the permuted layout; the next fusion
+    is defined for contiguous inputs, so the module makes each such input contiguous first (Qwen3's
+    q_norm then transpose; found on the GPU as a stride mismatch at S=16)."""
+    import re
+
+    from thunder_aot.exporter import ExportRequest, export
+
+    text = export(
+        ExportRequest("tests.view_modules:norm_then_transpose_then_mix", ("1x[S=2..40]x128:fp32",), backend="nvfuser"),
+        verify=False,
+    )
+    body = text[text.index("    if program == 0"):]
+    first = re.search(r"(\w+), (\w+) = \(fusion0\.", body)
+    assert first, body
+    second = body[first.end():]
+    fed = re.search(r"fusion1\.record\(S\)\)\.execute\(\[(.*)\]\)", second).group(1).split(", ")
+    from_first = [name for name in fed if name in first.groups()]
+    assert from_first, fed
+    for name in from_first:
+        assert f"{name} = {name}.contiguous()" in second[: second.index("fusion1.by_size")], second

@@ -84,6 +84,22 @@ class ColumnSoftmax(nn.Module):
         return torch.softmax(x.float() * 0.5, dim=0).to(x.dtype)
 
 
+class NormThenTransposeThenMix(nn.Module):
+    """Qwen3's q_norm pattern: a per-head RMSNorm whose result is transposed, then read by a later
+    fusion next to a matmul's output (nvFuser returns the first fusion's output permuted)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(32))
+        self.mix = nn.Linear(32, 32, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, _ = x.shape
+        h = x.view(b, s, 4, 32).float()
+        h = (self.weight * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6))).to(x.dtype).transpose(1, 2)
+        return torch.sigmoid(h) * self.mix(h)
+
+
 def _seeded(module: nn.Module) -> nn.Module:
     torch.manual_seed(5)
     for name, p in module.named_parameters():
@@ -130,3 +146,7 @@ KERNELS = [
 ]
 #: (import path, shapes): a region no Triton kernel takes
 SOURCE_CALLS = [("tests.view_modules:column_softmax", "[2..40]x128:bf16")]
+
+
+def norm_then_transpose_then_mix() -> NormThenTransposeThenMix:
+    return _seeded(NormThenTransposeThenMix())

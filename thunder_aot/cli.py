@@ -124,6 +124,8 @@ def parser() -> argparse.ArgumentParser:
                        help="where to time: auto is cuda when present (default: %(default)s)")
     bench.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds, the median reported (default: %(default)s)")
     bench.add_argument("--min-run-time", type=float, default=0.1, help="seconds per blocked_autorange (default: %(default)s)")
+    bench.add_argument("--skip", default="", help="baselines to leave out, comma-separated: thunder.jit, thunderfx "
+                       "(each compiles at every size: minutes for a decoder layer)")
     bench.add_argument("--out", help="folder for bench.md, bench.json and bench.png")
     check = sub.add_parser("check", help="regenerate every @generated file under PATHS and diff (exit 1 if stale)")
     check.add_argument("paths", nargs="*", default=["generated"], help="files or folders to check (default: generated)")
@@ -300,6 +302,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         device=args.device,
         rounds=args.rounds,
         min_run_time=args.min_run_time,
+        skip=frozenset(x for x in args.skip.split(",") if x),
         command=command,
         progress=_progress,
         checkpoint=(lambda report: write_reports(report, Path(args.out))) if args.out else (lambda report: None),

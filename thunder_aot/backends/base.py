@@ -124,6 +124,9 @@ class RegionView(Protocol):
     #: whether the region runs a kernel that reads its inputs as raw memory (it then needs the
     #: module's per-call checks, and contiguous inputs)
     runs_kernel: bool
+    #: its outputs that may not be contiguous (a kernel region reading one makes it contiguous
+    #: first): none where a kernel writes outputs it allocated
+    strided_outputs: tuple[str, ...]
 
     @property
     def definition_key(self) -> tuple | None:

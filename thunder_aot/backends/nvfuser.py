@@ -140,6 +140,22 @@ NV_PRIMS: dict[str, Callable[[NvOp], str]] = {
 }
 
 
+#: prims whose output nvFuser may return as a view of another tensor's memory (permuted, expanded,
+#: sliced), and prims after which it may lay out every output in a permuted order
+VIEW_PRIMS = frozenset({"broadcast_in_dim", "reshape", "squeeze", "slice", "shallow_copy", "transpose"})
+PERMUTING_PRIMS = frozenset({"transpose"})
+
+
+def strided_outputs(region: Region) -> tuple[str, ...]:
+    """The region's outputs that nvFuser may not return contiguous: every output where the region
+    permutes (nvFuser propagates a permuted allocation to what is computed from it), else those a
+    view prim makes."""
+    if any(op.prim in PERMUTING_PRIMS for op in region.ops):
+        return tuple(o.name for o in region.outputs)
+    made_by_views = {o.name for op in region.ops if op.prim in VIEW_PRIMS for o in op.outputs}
+    return tuple(o.name for o in region.outputs if o.name in made_by_views)
+
+
 @dataclass(frozen=True)
 class TensorDefinition:
     name: str
@@ -158,6 +174,7 @@ class NvRegionView:
     dim_params: tuple[str, ...]  # dynamic sizes the definition is specialised for ("" when symbolic)
     known_sizes: tuple[tuple[int, ...], ...]  # sizes recorded at import (exact buckets of the program)
     frontend: str
+    strided_outputs: tuple[str, ...] = ()
     #: the partial template of its definition ("" where it uses another region's: :meth:`sharing`)
     template: str = "nvfuser_region.py.jinja"
 
@@ -288,4 +305,5 @@ class NvFuserBackend(Backend):
             dim_params=dim_params,
             known_sizes=known_sizes,
             frontend=self.frontend,
+            strided_outputs=strided_outputs(region),
         )

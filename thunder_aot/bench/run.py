@@ -29,6 +29,7 @@ def run_bench(
     device: str = "auto",
     rounds: int = 3,
     min_run_time: float = 0.1,
+    skip: frozenset[str] = frozenset(),
     command: str = "",
     progress: Callable[[str], None] = lambda m: None,
     checkpoint: Callable[[Report], None] = lambda r: None,
@@ -59,7 +60,10 @@ def run_bench(
         if outside:
             ranges = ", ".join(f"{r.name}={r.lo}..{r.hi}" for b in buckets for r in b.dims) or "none (exact buckets only)"
             raise ExportError(f"bench --sizes {','.join(map(str, outside))}: outside every bucket's dynamic range ({ranges})")
-    skipped: dict[str, str] = {}
+    unknown = skip - {"thunder.jit", "thunderfx"}
+    if unknown:
+        raise ExportError(f"bench --skip {','.join(sorted(unknown))}: expected thunder.jit or thunderfx")
+    skipped: dict[str, str] = {name: "left out (--skip)" for name in sorted(skip)}
 
     generated = {}
     for spec in backends:
@@ -86,7 +90,7 @@ def run_bench(
 
     import thunder
 
-    jitted = thunder.jit(module)
+    jitted = None if "thunder.jit" in skip else thunder.jit(module)
     compiled = None
     thunderfx = None
     if cuda:
@@ -94,13 +98,15 @@ def run_bench(
 
         torch._dynamo.config.recompile_limit = max(64, len(points) + 8)
         compiled = torch.compile(module)
-        thunderfx = make_thunderfx(module)
+        thunderfx = None if "thunderfx" in skip else make_thunderfx(module)
     else:
         skipped["torch.compile"] = "not run on CPU: inductor compiles C++ for every new shape (minutes)"
         skipped["thunderfx"] = "not run on CPU: the seed compares it on CUDA (it goes through torch.compile's dynamo)"
     nvfuser_here = cuda and importlib.util.find_spec("nvfuser_direct") is not None
     if not nvfuser_here:
         skipped["FDWrapper"] = skipped["FD.execute"] = "needs CUDA and nvFuser" if cuda else "needs CUDA"
+    elif jitted is None:
+        skipped["FDWrapper"] = skipped["FD.execute"] = "Thunder's fusion is read from thunder.jit (left out)"
 
     report = Report(
         title=f"{type(module).__name__} ({source})",
@@ -121,12 +127,13 @@ def run_bench(
             expected = module(*inputs)
             reference = reference64(module, inputs)
             systems: dict[str, Call] = {"Eager": lambda: module(*inputs)}
-            systems["thunder.jit"] = lambda: jitted(*inputs)
+            if jitted is not None:
+                systems["thunder.jit"] = lambda: jitted(*inputs)
             if thunderfx is not None:
                 systems["thunderfx"] = lambda: thunderfx(*inputs)
             if compiled is not None:
                 systems["torch.compile"] = lambda: compiled(*inputs)
-            if nvfuser_here:
+            if nvfuser_here and jitted is not None:
                 jitted(*inputs)
                 import thunder.examine
 

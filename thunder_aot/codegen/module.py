@@ -155,9 +155,10 @@ def _dim_reads(program: BucketProgram, user_inputs: list[ProgramInput], shape_0_
 def _step_lines(program: BucketProgram, views: dict[str, RegionView]) -> tuple[Line, ...]:
     """The program's steps in order: each region's statements (after a comment naming the prims
     it fuses), torch calls for what was not fused. A kernel reads its inputs as contiguous: one
-    that torch ops made (a transposed view, say) is made contiguous first (a no-op when it is)."""
+    that torch ops or an nvFuser fusion made (a transposed view, say) is made contiguous first (a
+    no-op when it is)."""
     lines = []
-    from_torch: set[str] = set()  # values torch calls produced, not yet made contiguous
+    from_torch: set[str] = set()  # values that may not be contiguous, not yet made so
     for step in program.steps:
         if isinstance(step, Region):
             view = views[step.name]
@@ -170,8 +171,10 @@ def _step_lines(program: BucketProgram, views: dict[str, RegionView]) -> tuple[L
                     if v.name in from_torch:
                         lines.append(Line(f"{v.name} = {v.name}.contiguous()"))
                         from_torch.discard(v.name)
-            else:  # a region run as torch ops may return views
+            if not view.runs_kernel:  # torch ops may return views
                 from_torch.update(o.name for o in step.outputs)
+            else:
+                from_torch.update(view.strided_outputs)
             lines += view.steps
         else:
             from_torch.update(o.name for o in step.outputs)

@@ -23,7 +23,7 @@ def _randomize(module: nn.Module, seed: int) -> nn.Module:
     return module.eval().requires_grad_(False)
 
 
-def llama_config(**overrides):
+def llama_config(attn_implementation: str = "sdpa", **overrides):
     from transformers import LlamaConfig
 
     fields = dict(
@@ -32,9 +32,9 @@ def llama_config(**overrides):
     )
     fields.update(overrides)
     config = LlamaConfig(**fields)
-    # "eager" attention: transformers' sdpa path passes enable_gqa=, which Thunder 0.2.6's
-    # scaled_dot_product_attention does not accept; the matmuls stay torch calls either way
-    config._attn_implementation = "eager"
+    # transformers' default attention: F.scaled_dot_product_attention with enable_gqa=True, which
+    # export takes whole (thunder_aot.exporter.torch_ops); attn_implementation="eager" for the matmuls
+    config._attn_implementation = attn_implementation
     return config
 
 
@@ -106,6 +106,13 @@ def llama_decoder_layer():
     return _randomize(DecoderLayer(LlamaDecoderLayer(llama_config(), layer_idx=0)), 17)
 
 
+def llama_decoder_layer_eager_attention():
+    """:func:`llama_decoder_layer` with transformers' eager attention (matmuls and a softmax)."""
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer
+
+    return _randomize(DecoderLayer(LlamaDecoderLayer(llama_config("eager"), layer_idx=0)), 17)
+
+
 def llama_1b_decoder_layer():
     """One decoder layer shaped as Llama-3.2-1B's (hidden 2048, 32 heads of 64, 8 KV heads,
     intermediate 8192), in bf16, for benchmarks."""
@@ -113,6 +120,15 @@ def llama_1b_decoder_layer():
 
     config = llama_config(hidden_size=2048, intermediate_size=8192, num_attention_heads=32, num_key_value_heads=8,
                           head_dim=64, rms_norm_eps=1e-5)
+    return _randomize(DecoderLayer(LlamaDecoderLayer(config, layer_idx=0)), 20).to(torch.bfloat16)
+
+
+def llama_1b_decoder_layer_eager_attention():
+    """:func:`llama_1b_decoder_layer` with transformers' eager attention (matmuls and a softmax)."""
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer
+
+    config = llama_config("eager", hidden_size=2048, intermediate_size=8192, num_attention_heads=32,
+                          num_key_value_heads=8, head_dim=64, rms_norm_eps=1e-5)
     return _randomize(DecoderLayer(LlamaDecoderLayer(config, layer_idx=0)), 20).to(torch.bfloat16)
 
 
@@ -126,7 +142,7 @@ def qwen3_decoder_layer():
         hidden_size=HIDDEN, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
         head_dim=64, vocab_size=512, max_position_embeddings=256, rms_norm_eps=1e-6,
     )
-    config._attn_implementation = "eager"
+    config._attn_implementation = "sdpa"
     return _randomize(DecoderLayer(Qwen3DecoderLayer(config, layer_idx=0)), 19)
 
 
@@ -140,7 +156,7 @@ def qwen3_2b_decoder_layer():
         hidden_size=2048, intermediate_size=6144, num_hidden_layers=2, num_attention_heads=16, num_key_value_heads=8,
         head_dim=128, vocab_size=512, max_position_embeddings=4096, rms_norm_eps=1e-6,
     )
-    config._attn_implementation = "eager"
+    config._attn_implementation = "sdpa"
     return _randomize(DecoderLayer(Qwen3DecoderLayer(config, layer_idx=0)), 21).to(torch.bfloat16)
 
 
@@ -156,7 +172,7 @@ def gpt_oss_decoder_layer():
         head_dim=64, num_local_experts=8, num_experts_per_tok=2, vocab_size=512, max_position_embeddings=4096,
         layer_types=["full_attention", "full_attention"], rope_parameters={"rope_type": "default", "rope_theta": 150000.0},
     )
-    config._attn_implementation = "eager"
+    config._attn_implementation = "eager"  # attention sinks: transformers' sdpa path does not take them
     config._experts_implementation = "eager"  # the experts' loop of torch calls (no grouped-mm kernel)
     return _randomize(DecoderLayer(GptOssDecoderLayer(config, layer_idx=1)), 22).to(torch.bfloat16)
 

@@ -215,8 +215,10 @@ def trace_module(
     module: torch.nn.Module, args: list[torch.Tensor], input_names: list[str], claimable: Iterable[prims.PrimIDs]
 ) -> TracedBucket:
     """Trace ``module(*args)`` with Thunder (no grad) and return its execution trace."""
+    from thunder_aot.exporter import torch_ops
+
     executor = AotFusionExecutor(claimable)
-    jitted = thunder.jit(module, executors=[executor])
+    jitted = thunder.jit(module, executors=[executor, torch_ops.executor])
     try:
         with torch.no_grad(), warnings.catch_warnings(), _ops_attributed_to_user_lines():
             warnings.simplefilter("ignore")
@@ -292,7 +294,9 @@ def size_conditions(module: torch.nn.Module, args: list[torch.Tensor], input_nam
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Thunder calls its symbolic sizes experimental
-        jitted = thunder.jit(module, cache="symbolic values")
+        from thunder_aot.exporter import torch_ops
+
+        jitted = thunder.jit(module, cache="symbolic values", executors=[torch_ops.executor])
     try:
         with torch.no_grad(), warnings.catch_warnings(), _ops_attributed_to_user_lines():
             warnings.simplefilter("ignore")

@@ -10,6 +10,7 @@ from thunder_aot.backends.base import Line, nested, tuple_text
 @dataclass(frozen=True)
 class TritonRegionView:
     runs_kernel = True
+    strided_outputs = ()  # allocated by the module, contiguous
     name: str  # the kernel's name: <name>_kernel (the @triton.jit function) and <name> (its runtime Kernel)
     decorator: str
     params: tuple[str, ...]
