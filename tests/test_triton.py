@@ -312,8 +312,9 @@ def test_regions_with_views_inside_are_one_kernel_each(source, shapes):
 
 
 def test_a_region_no_kernel_takes_runs_as_its_source_calls():
-    """A softmax over the first dim: export names the region and what it runs as, the user's own calls
-    (one softmax, not the dozen prims it decomposes into), and the module matches its source."""
+    """A softmax over a first dim longer than a tile's lanes: export names the region and what it runs
+    as, the user's own calls (one softmax, not the dozen prims it decomposes into), and the module
+    matches its source."""
     from thunder_aot.exporter import ExportRequest, export
 
     ((source, shapes),) = VIEW_SOURCE_CALLS

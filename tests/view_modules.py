@@ -78,7 +78,8 @@ class TwoShapes(nn.Module):
 
 
 class ColumnSoftmax(nn.Module):
-    """A softmax over the first dim: no Triton kernel reduces over other than the rows' lanes."""
+    """A softmax over the first dim: a tile whose lanes walk the first dim, every other dim a row
+    (up to 8192 of the first dim; a longer one runs as its source's torch calls)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.softmax(x.float() * 0.5, dim=0).to(x.dtype)
@@ -98,6 +99,16 @@ class NormThenTransposeThenMix(nn.Module):
         h = x.view(b, s, 4, 32).float()
         h = (self.weight * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6))).to(x.dtype).transpose(1, 2)
         return torch.sigmoid(h) * self.mix(h)
+
+
+class HeadsMeanSquare(nn.Module):
+    """A reduction whose dim no output keeps: the mean square over the heads of
+    ``x.view(b, s, heads, dim)``, one output element per (token, lane of dim)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, _ = x.shape
+        h = x.view(b, s, 4, 32).float()
+        return (h * h).mean(dim=2).to(x.dtype) + 1.0
 
 
 def _seeded(module: nn.Module) -> nn.Module:
@@ -143,10 +154,17 @@ KERNELS = [
     ("tests.view_modules:repeat_kv", "1x2x[S=1..40]x32:bf16"),
     ("tests.view_modules:head_norm", "1x[S=1..40]x256:bf16"),
     ("tests.view_modules:two_shapes", "[1..40]x16:fp32"),
+    ("tests.view_modules:column_softmax", "[2..40]x128:bf16"),
+    ("tests.view_modules:heads_mean_square", "1x[S=1..40]x128:bf16"),
+    ("tests.view_modules:norm_then_transpose_then_mix", "1x[S=1..40]x128:fp32"),
 ]
 #: (import path, shapes): a region no Triton kernel takes
-SOURCE_CALLS = [("tests.view_modules:column_softmax", "[2..40]x128:bf16")]
+SOURCE_CALLS = [("tests.view_modules:column_softmax", "[2..9000]x8:bf16")]
 
 
 def norm_then_transpose_then_mix() -> NormThenTransposeThenMix:
     return _seeded(NormThenTransposeThenMix())
+
+
+def heads_mean_square() -> HeadsMeanSquare:
+    return HeadsMeanSquare()

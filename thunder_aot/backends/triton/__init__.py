@@ -70,9 +70,20 @@ class TritonBackend(Backend):
         except Unsupported:
             return self.torch.source_view(region, dims)
 
+    @staticmethod
+    def _pointwise_program(region: Region, dims: tuple[DimRange, ...]):
+        """The first of the region's lane dims (PointwiseProgram.lane_dims) that makes a kernel."""
+        first_error = None
+        for lane_dim in PointwiseProgram.lane_dims(region):
+            try:
+                prog = PointwiseProgram(region, dims, lane_dim)
+                return (prog, *prog.body())
+            except Unsupported as e:
+                first_error = first_error or e
+        raise first_error
+
     def _pointwise_view(self, region: Region, dims: tuple[DimRange, ...]) -> TritonRegionView:
-        prog = PointwiseProgram(region, dims)
-        body, outputs = prog.body()
+        prog, body, outputs = self._pointwise_program(region, dims)
         if not region.inputs:
             raise Unsupported("a region without inputs")
         first = region.inputs[0].name
@@ -84,10 +95,10 @@ class TritonBackend(Backend):
         size_params = list(prog.size_params)
         if prog.tiled:  # whole rows of the outputs' innermost dim, several to a program
             plan = prog.plan
-            rows = _largest([_numel_text(o.value.spec.shape[:-1]) for o in outputs])
+            rows = _largest([_numel_text(prog.row_shape(o.value.spec.shape)) for o in outputs])
             programs = str(-(-int(rows) // plan.rows)) if rows.isdigit() else f"triton.cdiv({rows}, {plan.rows})"
-            n_expr, static, block, warps = str(prog.width), True, plan.block, plan.num_warps
-            note = plan.note(prog.width)
+            n_expr, static, block, warps = str(prog.widest), True, plan.block, plan.num_warps
+            note = plan.note(prog.widest) + ("" if prog.lane_dim is not None else ", one output element per row")
         else:  # a flat range of elements per program
             n_expr = _largest([_numel_text(o.value.spec.shape) for o in outputs])
             static, block, warps = n_expr.isdigit(), POINTWISE_BLOCK, POINTWISE_WARPS

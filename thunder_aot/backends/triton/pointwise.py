@@ -6,7 +6,8 @@ region's outputs.
 Without reductions (*flat*), each program takes BLOCK consecutive elements of the largest output.
 With reductions (*tiled*), each program takes a tile of whole rows of the outputs' innermost dim
 (``row`` a column of row numbers, ``cols`` the lanes), and every reduction must reduce, for each
-output row, over one dim that the lanes walk.
+output row, over one dim that the lanes walk; where one reduces over an outer dim, the lanes walk
+that dim of the outputs instead (:meth:`PointwiseProgram.lane_dims`) and every other dim is a row.
 
 Every output's index is split into its dims; a value's index is carried back through the ops that
 made it (a transpose permutes the index, a broadcast drops the broadcast dims, a reshape re-splits
@@ -48,7 +49,20 @@ class Output:
 class PointwiseProgram:
     """Translates one region of pointwise and shape ops, or raises Unsupported."""
 
-    def __init__(self, region: Region, dims: tuple[DimRange, ...] = ()) -> None:
+    @staticmethod
+    def lane_dims(region: Region) -> tuple[int, ...]:
+        """The dims of the outputs the lanes may walk, in the order to try: the innermost (rows of
+        contiguous elements), then, where the region reduces and its outputs have one rank, each
+        outer dim (a reduction over a leading dim: every other dim is a row)."""
+        ranks = {len(v.spec.shape) for v in region.outputs}
+        if not any(op.prim in REDUCTIONS for op in region.ops):
+            return (-1,)
+        outer = tuple(range(ranks.pop() - 2, -1, -1)) if len(ranks) == 1 else ()
+        # None: no output keeps the reduced dim (x.sum(1)): each output element is a row, the
+        # lanes walk the reduced dim of the reduction's operand only
+        return (-1, *outer, None)
+
+    def __init__(self, region: Region, dims: tuple[DimRange, ...] = (), lane_dim: int | None = -1) -> None:
         self.region = region
         self.ranges = {d.name: d for d in dims}
         self.inputs = {v.name: v for v in region.inputs}
@@ -60,18 +74,33 @@ class PointwiseProgram:
                 raise Unsupported(f"prims.{op.prim} in a pointwise kernel")
         if any(not v.spec.shape for v in region.outputs):
             raise Unsupported("a scalar output")
+        #: dynamic sizes the kernel takes at run time, by name
+        self.size_params: list[str] = []
         #: tiles of whole rows where the region reduces; else a flat range of elements
         self.tiled = any(op.prim in REDUCTIONS for op in region.ops)
         self.plan: Schedule | None = None
-        if self.tiled:
-            widths = {v.spec.shape[-1] for v in region.outputs}
+        #: the outputs' dim the lanes walk in a tile (the innermost, or an outer one: see lane_dims)
+        self.lane_dim = lane_dim
+        if self.tiled and lane_dim is None:
+            sizes = [_reduced_dim(self, op)[2] for op in region.ops if op.prim in REDUCTIONS]
+            widest = max((d if isinstance(d, int) else self._upper(d) or MAX_BLOCK + 1) for d in sizes)
+            if widest > MAX_BLOCK:
+                raise Unsupported("a reduction wider than a tile's lanes")
+            self.width, self.widest = None, widest
+            self.plan = schedule(widest, self._max_rows())
+        elif self.tiled:
+            if lane_dim != -1 and len({len(v.spec.shape) for v in region.outputs}) != 1:
+                raise Unsupported("lanes along an outer dim of outputs of different ranks")
+            widths = {v.spec.shape[lane_dim] for v in region.outputs}
             width = widths.pop()
-            if widths or not isinstance(width, int) or width > MAX_BLOCK:
+            # a dynamic lane dim (outer dims only: rows of the innermost one are N apart) takes a
+            # tile as wide as its range's upper edge, masked at its run-time size
+            widest = width if isinstance(width, int) or lane_dim == -1 else self._upper(width)
+            if widths or not isinstance(widest, int) or widest > MAX_BLOCK:
                 raise Unsupported("outputs of different, dynamic or too wide rows in a tiled kernel")
-            self.width = width
-            self.plan = schedule(width, self._max_rows())
-        #: dynamic sizes the kernel takes at run time, by name
-        self.size_params: list[str] = []
+            #: the lanes' count in kernel text, and at most
+            self.width, self.widest = self.size(width), widest
+            self.plan = schedule(widest, self._max_rows())
         self.lines: list[Line] = []
         self._memo: dict[tuple[str, Index, str], str] = {}
         self._masks: dict[str, str] = {}
@@ -134,12 +163,24 @@ class PointwiseProgram:
             self.lines.append(Line(f"{name} = {condition}"))
         return self._masks[condition]
 
+    def _upper(self, d: Dim) -> int | None:
+        """A dynamic size's largest value in the bucket (None without a range)."""
+        r = self.ranges.get(d.name)
+        return None if r is None else d.coeff * r.hi
+
+    def row_shape(self, shape: tuple) -> tuple:
+        """An output's shape without the dim the lanes walk: its rows."""
+        if self.lane_dim is None:
+            return shape
+        d = self.lane_dim % len(shape)
+        return (*shape[:d], *shape[d + 1:])
+
     def _max_rows(self) -> int | None:
-        """The most rows (elements / innermost size) an output has at the bucket's upper edges."""
+        """The most rows (elements / lane dim's size) an output has at the bucket's upper edges."""
         most = 0
         for v in self.region.outputs:
             rows = 1
-            for d in v.spec.shape[:-1]:
+            for d in self.row_shape(v.spec.shape):
                 if not isinstance(d, int):
                     if d.name not in self.ranges:
                         return None
@@ -232,10 +273,19 @@ class PointwiseProgram:
             if not self.tiled:
                 mask = self.mask_name(f"offs < {out.numel}" if len(outs) > 1 else "offs < N")
                 index, offset = self.split("offs", shape), "offs"
+            elif self.lane_dim is None:  # one element per row, stored from the tile's [rows, 1] column
+                self.row_mask = mask = self.mask_name(f"row < {self._product(shape) or 1}")
+                index = self.split("row", shape)
+                offset = self.flatten(index, shape)
             else:
-                self.row_mask = self.mask_name(f"row < {self._product(shape[:-1]) or 1}")
+                rows = self.row_shape(shape)
+                self.row_mask = self.mask_name(f"row < {self._product(rows) or 1}")
                 mask = self.tile_mask(f"cols < {self.width}")
-                index, offset = (*self.split("row", shape[:-1]), "cols"), "row * N + cols"
+                d = self.lane_dim % len(shape)
+                row_index = self.split("row", rows)
+                index = (*row_index[:d], "cols", *row_index[d:])
+                # rows of the innermost dim are N apart; lanes along an outer dim are strided
+                offset = "row * N + cols" if d == len(shape) - 1 else self.flatten(index, shape)
             result = self.value(out.value.name, index, mask)
             self.lines.append(Line(f"tl.store({out.value.name}_out_ptr + {offset}, {result}, mask={mask})"))
         return self.lines, outs
@@ -245,9 +295,10 @@ class PointwiseProgram:
         with the lanes at ``dim``, and the mask of the row's valid lanes."""
         if not self.tiled or any("cols" in i for i in index):
             raise Unsupported("a reduction whose rows are not the output's rows")
-        if not isinstance(size, int) or size > self.plan.block:
-            raise Unsupported("a reduction over a dynamic or wider dim than the output's rows")
-        return (*index[:dim], "cols", *index[dim:]), self.tile_mask(f"cols < {size}")
+        widest = size if isinstance(size, int) else self._upper(size)
+        if widest is None or widest > self.plan.block:
+            raise Unsupported("a reduction over a dim wider than the tile's lanes")
+        return (*index[:dim], "cols", *index[dim:]), self.tile_mask(f"cols < {self.size(size)}")
 
 
 def _is_name(text: str) -> bool:
