@@ -52,6 +52,12 @@ HF_SUBMODULES = [
         {"torch.nn.functional.linear", "torch.matmul", "torch.Tensor.view", "torch.transpose", "torch.reshape", "torch.Tensor.contiguous"},
     ),
     (
+        "thunder_aot.examples.hf:gpt2_block",
+        "1x[S=1..64]x256",
+        {"torch.addmm", "torch.nn.functional.scaled_dot_product_attention", "torch.Tensor.view", "torch.transpose",
+         "torch.reshape", "torch.split", "torch.Tensor.contiguous"},
+    ),
+    (
         "thunder_aot.examples.hf:qwen3_decoder_layer",
         "1x[S=1..64]x256, 1x[S]x64, 1x[S]x64",
         {"torch.nn.functional.linear", "torch.nn.functional.scaled_dot_product_attention", "torch.Tensor.view", "torch.transpose", "torch.reshape", "torch.Tensor.contiguous"},

@@ -111,6 +111,15 @@ class HeadsMeanSquare(nn.Module):
         return (h * h).mean(dim=2).to(x.dtype) + 1.0
 
 
+class TanhGelu(nn.Module):
+    """GPT-2's NewGELU (tanh approximation, ``x ** 3``) on the heads of a view."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, _ = x.shape
+        h = x.view(b, s, 4, 32).transpose(1, 2)
+        return 0.5 * h * (1.0 + torch.tanh(0.7978845608 * (h + 0.044715 * torch.pow(h, 3.0))))
+
+
 def _seeded(module: nn.Module) -> nn.Module:
     torch.manual_seed(5)
     for name, p in module.named_parameters():
@@ -156,6 +165,7 @@ KERNELS = [
     ("tests.view_modules:two_shapes", "[1..40]x16:fp32"),
     ("tests.view_modules:column_softmax", "[2..40]x128:bf16"),
     ("tests.view_modules:heads_mean_square", "1x[S=1..40]x128:bf16"),
+    ("tests.view_modules:tanh_gelu", "1x[S=1..40]x128:fp32"),
     ("tests.view_modules:norm_then_transpose_then_mix", "1x[S=1..40]x128:fp32"),
 ]
 #: (import path, shapes): a region no Triton kernel takes
@@ -168,3 +178,7 @@ def norm_then_transpose_then_mix() -> NormThenTransposeThenMix:
 
 def heads_mean_square() -> HeadsMeanSquare:
     return HeadsMeanSquare()
+
+
+def tanh_gelu() -> TanhGelu:
+    return TanhGelu()

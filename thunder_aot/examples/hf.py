@@ -177,6 +177,28 @@ def gpt_oss_decoder_layer():
     return _randomize(DecoderLayer(GptOssDecoderLayer(config, layer_idx=1)), 22).to(torch.bfloat16)
 
 
+class Block(nn.Module):
+    """A transformers block called with its hidden states alone (GPT-2: no rotary inputs)."""
+
+    def __init__(self, block: nn.Module) -> None:
+        super().__init__()
+        self.block = block
+
+    def forward(self, hidden_states):
+        out = self.block(hidden_states)
+        return out[0] if isinstance(out, tuple) else out
+
+
+def gpt2_block():
+    """GPT-2's block: LayerNorms, Conv1D projections (addmm), sdpa attention, the tanh GELU."""
+    from transformers import GPT2Config
+    from transformers.models.gpt2.modeling_gpt2 import GPT2Block
+
+    config = GPT2Config(n_embd=HIDDEN, n_head=4, n_layer=2, vocab_size=512, n_positions=256)
+    config._attn_implementation = "sdpa"
+    return _randomize(Block(GPT2Block(config, layer_idx=0)), 23)
+
+
 def tiny_llama():
     """A 2-layer LlamaForCausalLM from a config, for the replace() example and test."""
     from transformers import LlamaForCausalLM

@@ -391,13 +391,31 @@ def _div(p: RowProgram, op: PrimOp) -> str:
     return _binary("{} / {}")(p, op)
 
 
+#: constant exponents of pow and how each is written (``{}``: the base, a name or literal)
+POW_EXPONENTS = {
+    0.5: "tl.sqrt({})",
+    -0.5: "tl.rsqrt({})",
+    1.0: "{}",
+    2.0: "{0} * {0}",
+    3.0: "{0} * {0} * {0}",  # GELU's tanh approximation (x ** 3)
+    4.0: "({0} * {0}) * ({0} * {0})",
+    -1.0: "1.0 / {}",
+    -2.0: "1.0 / ({0} * {0})",
+}
+
+
+def pow_text(base: str, exponent) -> str:
+    """``base ** exponent`` in kernel text for a constant exponent of :data:`POW_EXPONENTS`."""
+    if isinstance(exponent, Const) and isinstance(exponent.value, (int, float)) and not isinstance(exponent.value, bool):
+        template = POW_EXPONENTS.get(float(exponent.value))
+        if template is not None:
+            return template.format(base)
+    raise Unsupported(f"pow with the exponent {exponent!r} (constants: {', '.join(map(str, POW_EXPONENTS))})")
+
+
 def _pow(p: RowProgram, op: PrimOp) -> str:
-    a, b, out = p.arg(op.args[0]), op.args[1], op.outputs[0]
-    if isinstance(b, Const) and b.value == 2.0:
-        return p.set(out, f"{a.text} * {a.text}", a.kind)
-    if isinstance(b, Const) and b.value == 0.5:
-        return p.set(out, f"tl.sqrt({a.text})", a.kind)
-    raise Unsupported("pow with an exponent other than 2 or 0.5")
+    a, out = p.arg(op.args[0]), op.outputs[0]
+    return p.set(out, pow_text(a.text, op.args[1]), a.kind)
 
 
 def _where(p: RowProgram, op: PrimOp) -> str:

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from thunder_aot.backends.base import Line, render_const, source_comments
-from thunder_aot.backends.triton.lowering import _BINARY, _COMPARISONS, _REDUCE_IDENTITY, _UNARY, TL_DTYPES, Unsupported
+from thunder_aot.backends.triton.lowering import _BINARY, _COMPARISONS, _REDUCE_IDENTITY, _UNARY, TL_DTYPES, Unsupported, pow_text
 from thunder_aot.backends.triton.schedule import MAX_BLOCK, Schedule, schedule
 from thunder_aot.model import Const, Dim, DimRange, DType, PrimOp, Ref, Region, Seq, SizeArg, Value
 
@@ -362,12 +362,7 @@ def _div(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) ->
 
 
 def _pow(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) -> str:
-    a, b = p.operand(op.args[0], index, mask), op.args[1]
-    if isinstance(b, Const) and b.value == 2.0:
-        return f"{a} * {a}"
-    if isinstance(b, Const) and b.value == 0.5:
-        return f"tl.sqrt({a})"
-    raise Unsupported("pow with an exponent other than 2 or 0.5")
+    return pow_text(p.operand(op.args[0], index, mask), op.args[1])
 
 
 def _where(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) -> str:
