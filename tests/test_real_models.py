@@ -115,3 +115,39 @@ def test_every_region_of_transformers_submodules_is_a_triton_kernel(source, shap
 
     program, _, _ = build_program(ExportRequest(source, (shapes,), backend="triton"), progress=lambda m: None)
     assert program.programs and not regions_without_kernels(program, get_backend("triton"))
+
+
+def test_whole_decoder_layers_replaced_in_a_transformers_model():
+    """A module generated from a whole decoder layer takes the place of each bare transformers layer
+    of a model: the model keeps its logits (judged against float64) and its state_dict keys and
+    tensors; prefills inside the bucket run the generated module, decoding with a KV cache and calls
+    outside the bucket the original layers, with the same greedy tokens as the untouched model."""
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer
+
+    from thunder_aot.examples.hf import tiny_llama
+    from thunder_aot.layers import LayerAdapter
+
+    text = export(ExportRequest("thunder_aot.examples.hf:llama_decoder_layer", ("1x[S=1..64]x256, 1x[S]x64, 1x[S]x64",),
+                                backend="torch"), verify=False)
+    gen = load_module_from_text(text, "gen_llama_decoder_layer_swap")
+    model = tiny_llama()
+    original = copy.deepcopy(model)
+    state = model.state_dict()
+    assert replace(model, LlamaDecoderLayer, gen.DecoderLayerCall) == ["model.layers.0", "model.layers.1"]
+    adapters = [model.model.layers[0], model.model.layers[1]]
+    assert all(isinstance(a, LayerAdapter) for a in adapters)
+    after = model.state_dict()
+    assert list(after) == list(state) and all(after[k] is state[k] or after[k].data_ptr() == state[k].data_ptr() for k in state)
+    generator = torch.Generator().manual_seed(torch.seed() >> 1)
+    with torch.no_grad():
+        for tokens in (1, 9, 64, 65):
+            ids = torch.randint(0, 512, (1, tokens), generator=generator)
+            check_outputs(Logits(original), [ids], Logits(model)(ids), f"tiny llama logits at {tokens} tokens, layers replaced")
+    assert [a.calls["generated"] for a in adapters] == [3, 3]
+    assert [a.calls["outside every bucket"] for a in adapters] == [1, 1]
+    prompt = torch.randint(0, 512, (1, 12), generator=generator)
+    with torch.no_grad():
+        want = original.generate(prompt, max_new_tokens=6, do_sample=False)
+        got = model.generate(prompt, max_new_tokens=6, do_sample=False)
+    assert torch.equal(got, want)
+    assert all(a.calls["a KV cache"] >= 6 for a in adapters), [dict(a.calls) for a in adapters]

@@ -175,3 +175,43 @@ def test_arithmetic_on_a_dynamic_size_is_no_branch():
     branch = resolve_module("tests.bad_modules:BranchOnSize")
     (test,) = size_conditions(branch, [torch.randn(10, 8)], ["x"])
     assert (test.input, test.axis, test.op, test.value) == (0, 0, "eq", 7) and test.where.startswith("bad_modules.py:")
+
+
+class IndexedBlock(torch.nn.Module):
+    """A block whose layer_idx changes what it computes (a depth-scaled residual) or does not."""
+
+    def __init__(self, layer_idx: int, scaled: bool) -> None:
+        super().__init__()
+        self.layer_idx, self.scaled = layer_idx, scaled
+
+    def forward(self, x):
+        index = self.layer_idx  # read either way (as a layer reads its cache slot)
+        scale = 1.0 / (index + 1) if self.scaled else 1.0
+        return x + torch.tanh(x) * scale
+
+
+def indexed_block_scaled():
+    return IndexedBlock(0, scaled=True)
+
+
+def indexed_block_plain():
+    return IndexedBlock(0, scaled=False)
+
+
+@pytest.mark.traces
+def test_layer_idx_is_a_setting_only_where_it_changes_the_trace():
+    from thunder_aot.exporter import ExportRequest, export
+    from thunder_aot.verify import load_module_from_text
+
+    messages: list[str] = []
+    plain = load_module_from_text(export(ExportRequest("tests.test_sound_export:indexed_block_plain", ("[1..8]x16",),
+                                                       backend="torch"), progress=messages.append), "indexed_plain")
+    cls = plain.IndexedBlock
+    assert "layer_idx" not in cls.EXPORTED_SETTINGS and any("layer_idx does not change the trace" in m for m in messages)
+    cls.from_module(IndexedBlock(5, scaled=False))  # any layer
+    scaled = load_module_from_text(export(ExportRequest("tests.test_sound_export:indexed_block_scaled", ("[1..8]x16",),
+                                                        backend="torch")), "indexed_scaled")
+    cls = scaled.IndexedBlock
+    assert cls.EXPORTED_SETTINGS["layer_idx"] == 0
+    with pytest.raises(ValueError, match="exported for layer_idx=0; the source has 5"):
+        cls.from_module(IndexedBlock(5, scaled=True))

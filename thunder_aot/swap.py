@@ -19,6 +19,11 @@ def replace(
     shares the replaced submodule's own tensors, and ``from_module`` refuses a submodule whose
     settings (eps, ...) differ from the exported ones. Returns the qualified names replaced, in
     ``named_modules`` order. ``model`` itself is never replaced.
+
+    A module generated from a whole decoder layer (:class:`thunder_aot.layers.DecoderLayerCall`)
+    replaces bare transformers layers too: each becomes a :class:`~thunder_aot.layers.LayerAdapter`
+    that takes the layer's call convention, keeps its ``state_dict`` keys, and runs the original
+    layer for the calls the generated module does not serve (a KV cache, an attention mask).
     """
     if not hasattr(generated, "from_module"):
         raise TypeError(f"{generated!r} is not a thunder-aot generated module class (it has no from_module)")
@@ -26,8 +31,16 @@ def replace(
     chosen = [name for name, module in model.named_modules() if name and selected(name, module)]
     # a submodule inside one already chosen goes with its parent
     chosen = [n for n in chosen if not any(n.startswith(p + ".") for p in chosen if p != n)]
-    new = {name: generated.from_module(model.get_submodule(name)) for name in chosen}  # check all first
+    new = {name: _replacement(model.get_submodule(name), generated) for name in chosen}  # check all first
     for name, module in new.items():
         parent_name, _, leaf = name.rpartition(".")
         setattr(model.get_submodule(parent_name) if parent_name else model, leaf, module)
     return chosen
+
+
+def _replacement(module: torch.nn.Module, generated: type) -> torch.nn.Module:
+    from thunder_aot.layers import DecoderLayerCall, LayerAdapter
+
+    if generated.__name__ == DecoderLayerCall.__name__ and not isinstance(module, DecoderLayerCall):
+        return LayerAdapter.wrap(module, generated)
+    return generated.from_module(module)

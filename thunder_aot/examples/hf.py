@@ -9,6 +9,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from thunder_aot.layers import DecoderLayerCall
+
 HIDDEN = 256
 
 
@@ -87,17 +89,8 @@ def apply_rotary():
     return ApplyRotary()
 
 
-class DecoderLayer(nn.Module):
-    """A whole transformers decoder layer (attention's matmuls stay torch calls), called with the
-    rotary (cos, sin) as plain tensor inputs."""
-
-    def __init__(self, layer: nn.Module) -> None:
-        super().__init__()
-        self.layer = layer
-
-    def forward(self, hidden_states, cos, sin):
-        out = self.layer(hidden_states, attention_mask=None, position_embeddings=(cos, sin))
-        return out[0] if isinstance(out, tuple) else out
+#: a whole decoder layer as export traces it: ``forward(hidden_states, cos, sin)``
+DecoderLayer = DecoderLayerCall
 
 
 def llama_decoder_layer():

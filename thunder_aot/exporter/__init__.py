@@ -124,6 +124,34 @@ def _sample_args(bucket: Bucket, env: dict[str, int]) -> list[torch.Tensor]:
     return [random_tensor(spec, env, "cpu", gen) for spec in bucket.inputs]
 
 
+#: settings that name a submodule's place in a model rather than its computation (transformers'
+#: layer_idx picks a layer's KV-cache slot): read by a trace, yet often without effect on it. Export
+#: retraces with two other values (the next and the 7th next), and a setting that leaves the trace as
+#: it was is not recorded (so a module exported from layer 0 serves every layer); one that changes
+#: it stays a setting. (A forward that tests the index only against values not tried is not caught.)
+POSITION_SETTINGS = frozenset({"layer_idx"})
+
+
+def _trace_ignores(module, path, other, program, bucket, env, index, input_names, claimable) -> bool:
+    """Whether tracing with setting ``path`` set to ``other`` gives ``program`` again."""
+    from thunder_aot.exporter.lower import Lowerer
+    from thunder_aot.exporter.trace import trace_module
+
+    *parents, name = path.split(".")
+    owner = module
+    for part in parents:
+        owner = getattr(owner, part)
+    before = getattr(owner, name)
+    setattr(owner, name, other)
+    try:
+        traced = trace_module(module, _sample_args(bucket, env), input_names, claimable)
+        return Lowerer(traced, input_names).lower(index, bucket)[0] == program
+    except ExportError:
+        return False
+    finally:
+        setattr(owner, name, before)
+
+
 def trace_bucket(
     module: torch.nn.Module, bucket: Bucket, index: int, input_names: list[str], backend: Backend, progress: Progress
 ) -> tuple[BucketProgram, list[ProgramInput], bool, dict[str, object]]:
@@ -152,6 +180,13 @@ def trace_bucket(
                 "expected a tensor or a tuple of tensors"
             )
         concrete.append(program)
+    for path in [p for p, v in attributes.items() if p.rpartition(".")[2] in POSITION_SETTINGS and type(v) is int]:
+        value = attributes[path]
+        if all(_trace_ignores(module, path, other, concrete[0], bucket, envs[0], index, input_names, claimable)
+               for other in (value + 1, value + 7)):
+            del attributes[path]
+            progress(f"{path} does not change the trace ({value + 1} and {value + 7} trace as {value} does): "
+                     "the module serves any")
     if bucket.is_exact:
         return concrete[0], program_inputs, returns_tuple, attributes
     general = generalize(concrete[:2], envs[:2])
