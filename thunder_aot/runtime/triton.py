@@ -5,7 +5,8 @@ A generated module holds each kernel as a :class:`Kernel` (a dict of its compile
 writes the launch out in its ``forward``: where ``kernel.get(key)`` finds the binary compiled for
 the call's device and pointer alignment, its C launch function alone; otherwise
 :meth:`Kernel.launch` (it compiles, or runs the kernel as Triton's interpreter or torch.compile
-needs, or switches to another device).
+needs, or switches to another device). On a torch or Triton release the C launch was not tested
+with (:mod:`thunder_aot.runtime.versions`), every launch is :meth:`Kernel.launch`'s public one.
 """
 
 from __future__ import annotations
@@ -41,8 +42,8 @@ INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 _compiling = torch.compiler.is_compiling
 _COMPILE_LOCK = threading.Lock()
 #: launch through the compiled kernel's C launch function (and allocate and query the device and
-#: stream as torch.compile's generated code does) only on torch and Triton releases that was tested
-#: with; otherwise every launch is the public ``kernel[grid](...)`` (runtime.versions warns once)
+#: stream as torch.compile's generated code does) only on the torch and Triton releases this was
+#: tested with; otherwise every launch is the public ``kernel[grid](...)`` (runtime.versions warns once)
 FAST_LAUNCH = versions.allowed("triton-launch")
 
 
