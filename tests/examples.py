@@ -32,6 +32,9 @@ FULLY_FUSED = [
     ("thunder_aot.examples.blocks:residual_rmsnorm", "1x[S=1..64]x2880:bf16, 1x[S]x2880:bf16"),
 ]
 
+#: what stays torch calls in a decoder layer with sdpa attention: projections, attention, views
+_LAYER_CALLS = {"torch.nn.functional.linear", "torch.nn.functional.scaled_dot_product_attention", "torch.Tensor.view",
+                "torch.transpose", "torch.reshape", "torch.Tensor.contiguous"}
 #: real submodules of transformers models: (import path, shapes, torch calls that may stay unfused)
 HF_SUBMODULES = [
     ("thunder_aot.examples.hf:llama_rmsnorm", "1x[1..64]x256:bf16", set()),
@@ -51,6 +54,10 @@ HF_SUBMODULES = [
         "1x[S=1..64]x256, 1x[S]x64, 1x[S]x64",
         {"torch.nn.functional.linear", "torch.matmul", "torch.Tensor.view", "torch.transpose", "torch.reshape", "torch.Tensor.contiguous"},
     ),
+    *[
+        (f"thunder_aot.examples.hf:{name}", "1x[S=1..64]x256, 1x[S]x64, 1x[S]x64", _LAYER_CALLS)
+        for name in ("gemma_decoder_layer", "gemma2_decoder_layer", "phi3_decoder_layer", "qwen2_decoder_layer")
+    ],
     (
         "thunder_aot.examples.hf:gpt2_block",
         "1x[S=1..64]x256",

@@ -170,6 +170,51 @@ def gpt_oss_decoder_layer():
     return _randomize(DecoderLayer(GptOssDecoderLayer(config, layer_idx=1)), 22).to(torch.bfloat16)
 
 
+def _small_config(config_class, **overrides):
+    """A small config of another transformers family (the Llama examples' sizes), sdpa attention."""
+    fields = dict(
+        hidden_size=HIDDEN, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        vocab_size=512, max_position_embeddings=256,
+    )
+    fields.update(overrides)
+    config = config_class(**fields)
+    config._attn_implementation = "sdpa"
+    return config
+
+
+def gemma_decoder_layer():
+    """Gemma's layer: RMSNorm weights offset by one, a GELU-tanh gated MLP."""
+    from transformers import GemmaConfig
+    from transformers.models.gemma.modeling_gemma import GemmaDecoderLayer
+
+    return _randomize(DecoderLayer(GemmaDecoderLayer(_small_config(GemmaConfig, head_dim=64), 0)), 24)
+
+
+def gemma2_decoder_layer():
+    """Gemma 2's layer: four norms around attention and MLP (sandwich), attention logit softcapping."""
+    from transformers import Gemma2Config
+    from transformers.models.gemma2.modeling_gemma2 import Gemma2DecoderLayer
+
+    config = _small_config(Gemma2Config, head_dim=64, layer_types=["full_attention", "full_attention"])
+    return _randomize(DecoderLayer(Gemma2DecoderLayer(config, 0)), 25)
+
+
+def phi3_decoder_layer():
+    """Phi-3's layer: one fused qkv projection and one fused gate-up projection, split in forward."""
+    from transformers import Phi3Config
+    from transformers.models.phi3.modeling_phi3 import Phi3DecoderLayer
+
+    return _randomize(DecoderLayer(Phi3DecoderLayer(_small_config(Phi3Config), 0)), 26)
+
+
+def qwen2_decoder_layer():
+    """Qwen2's layer: biases on the q, k and v projections."""
+    from transformers import Qwen2Config
+    from transformers.models.qwen2.modeling_qwen2 import Qwen2DecoderLayer
+
+    return _randomize(DecoderLayer(Qwen2DecoderLayer(_small_config(Qwen2Config), 0)), 27)
+
+
 class Block(nn.Module):
     """A transformers block called with its hidden states alone (GPT-2: no rotary inputs)."""
 
