@@ -137,10 +137,10 @@ def _trace_ignores(module, path, other, program, bucket, env, index, input_names
     from thunder_aot.exporter.lower import Lowerer
     from thunder_aot.exporter.trace import trace_module
 
-    *parents, name = path.split(".")
-    owner = module
-    for part in parents:
-        owner = getattr(owner, part)
+    from thunder_aot.runtime import setting
+
+    parent, _, name = path.rpartition(".")  # POSITION_SETTINGS are attributes: the path ends in ".name"
+    owner = setting(module, parent) if parent else module
     before = getattr(owner, name)
     setattr(owner, name, other)
     try:
