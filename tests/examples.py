@@ -35,6 +35,10 @@ FULLY_FUSED = [
 #: what stays torch calls in a decoder layer with sdpa attention: projections, attention, views
 _LAYER_CALLS = {"torch.nn.functional.linear", "torch.nn.functional.scaled_dot_product_attention", "torch.Tensor.view",
                 "torch.transpose", "torch.reshape", "torch.Tensor.contiguous"}
+#: the tiny Llama's layer with its KV cache as tensors: a prefill bucket and a decode-step bucket
+LLAMA_CACHE_SHAPES = (
+    "1x[S=2..64]x256, 1x[S]x64, 1x[S]x64, 1x2x0x64, 1x2x0x64; 1x1x256, 1x1x64, 1x1x64, 1x2x[P=1..255]x64, 1x2x[P]x64"
+)
 #: real submodules of transformers models: (import path, shapes, torch calls that may stay unfused)
 HF_SUBMODULES = [
     ("thunder_aot.examples.hf:llama_rmsnorm", "1x[1..64]x256:bf16", set()),
@@ -58,6 +62,11 @@ HF_SUBMODULES = [
         (f"thunder_aot.examples.hf:{name}", "1x[S=1..64]x256, 1x[S]x64, 1x[S]x64", _LAYER_CALLS)
         for name in ("gemma_decoder_layer", "gemma2_decoder_layer", "phi3_decoder_layer", "qwen2_decoder_layer")
     ],
+    (  # prefill (an empty past) and decode steps (one token, any past): keys and values come back longer
+        "thunder_aot.examples.hf:llama_decoder_layer_cache",
+        LLAMA_CACHE_SHAPES,
+        _LAYER_CALLS,
+    ),
     (
         "thunder_aot.examples.hf:gpt2_block",
         "1x[S=1..64]x256",

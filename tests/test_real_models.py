@@ -4,6 +4,7 @@ a small transformers model whose outputs stay equal."""
 from __future__ import annotations
 
 import copy
+import os
 
 import pytest
 import torch
@@ -151,3 +152,75 @@ def test_whole_decoder_layers_replaced_in_a_transformers_model():
         got = model.generate(prompt, max_new_tokens=6, do_sample=False)
     assert torch.equal(got, want)
     assert all(a.calls["a KV cache"] >= 6 for a in adapters), [dict(a.calls) for a in adapters]
+
+
+def _cache_layers_model(backend: str):
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer
+
+    from tests.examples import LLAMA_CACHE_SHAPES
+    from thunder_aot.examples.hf import tiny_llama
+
+    text = export(ExportRequest("thunder_aot.examples.hf:llama_decoder_layer_cache", (LLAMA_CACHE_SHAPES,),
+                                backend=backend), verify=False)
+    gen = load_module_from_text(text, f"gen_llama_decoder_layer_cache_{backend}")
+    model = tiny_llama()
+    original = copy.deepcopy(model)
+    assert replace(model, LlamaDecoderLayer, gen.DecoderLayerCacheCall) == ["model.layers.0", "model.layers.1"]
+    return original, model
+
+
+@pytest.mark.parametrize("backend,new_tokens", [("torch", 64), ("triton", 6)])
+def test_kv_cache_layers_generate_transformers_tokens(backend, new_tokens):
+    """Issue 19: decoder layers exported with their KV cache as tensors (a prefill bucket and a
+    decode-step bucket) serve every forward of transformers' greedy ``generate`` (fp32, its default
+    DynamicCache): the same tokens as the untouched model, and the same cache contents."""
+    from transformers import DynamicCache
+
+    if backend == "triton":
+        pytest.importorskip("triton")
+        if not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1":
+            pytest.skip("Triton needs a GPU or TRITON_INTERPRET=1")
+    original, model = _cache_layers_model(backend)
+    prompt = torch.randint(0, 512, (1, 12), generator=torch.Generator().manual_seed(torch.seed() >> 1))
+    with torch.no_grad():
+        want = original.generate(prompt, max_new_tokens=new_tokens, do_sample=False)
+        got = model.generate(prompt, max_new_tokens=new_tokens, do_sample=False)
+    assert torch.equal(got, want), (got, want)
+    assert [dict(a.calls) for a in model.model.layers] == [{"generated": new_tokens}] * 2
+    with torch.no_grad():  # the cache after a prefill and one decode step, judged against float64
+        check_outputs(_CacheAfterStep(original), [got], _CacheAfterStep(model)(got), "KV cache after a step")
+
+
+class _CacheAfterStep(torch.nn.Module):
+    """A causal LM's DynamicCache contents (every layer's keys and values) after a prefill of all but
+    the last token and a decode step of the last one."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids):
+        from transformers import DynamicCache
+
+        cache = DynamicCache(config=self.model.config)
+        self.model(ids[:, :-1], past_key_values=cache, use_cache=True)
+        self.model(ids[:, -1:], past_key_values=cache, use_cache=True)
+        assert all(layer.keys.shape[-2] == ids.shape[1] for layer in cache.layers)
+        return tuple(t for layer in cache.layers for t in (layer.keys, layer.values))
+
+
+def test_kv_cache_layers_run_the_original_layer_for_other_caches():
+    """A cache the generated module cannot hold (a StaticCache, a padded batch's mask) runs the
+    original layer, counted by reason; a forward without a cache runs the prefill bucket."""
+    from transformers import StaticCache
+
+    original, model = _cache_layers_model("torch")
+    ids = torch.randint(0, 512, (1, 9), generator=torch.Generator().manual_seed(torch.seed() >> 1))
+    with torch.no_grad():
+        check_outputs(Logits(original), [ids], Logits(model)(ids), "tiny llama logits, cache layers, no cache")
+        cache = StaticCache(config=model.config, max_cache_len=32)
+        got = model(ids, past_key_values=cache, use_cache=True).logits
+        want = original(ids, past_key_values=StaticCache(config=original.config, max_cache_len=32), use_cache=True).logits
+    torch.testing.assert_close(got, want)
+    calls = [dict(a.calls) for a in model.model.layers]
+    assert calls == [{"generated": 1, "a StaticCache": 1}] * 2, calls

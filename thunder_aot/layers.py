@@ -20,7 +20,7 @@ import collections
 import torch
 from torch import nn
 
-__all__ = ["DecoderLayerCall", "LayerAdapter"]
+__all__ = ["DecoderLayerCall", "DecoderLayerCacheCall", "LayerAdapter"]
 
 
 class DecoderLayerCall(nn.Module):
@@ -35,6 +35,44 @@ class DecoderLayerCall(nn.Module):
     def forward(self, hidden_states: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         out = self.layer(hidden_states, attention_mask=None, position_embeddings=(cos, sin))
         return out[0] if isinstance(out, tuple) else out
+
+
+class StepCache:
+    """The KV cache a layer sees inside :class:`DecoderLayerCacheCall`: ``update`` appends the step's
+    keys and values to the past ones along the sequence dim and returns them, as transformers'
+    ``DynamicCache`` does for one layer."""
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor) -> None:
+        self.keys, self.values = keys, values
+
+    def update(self, key_states, value_states, layer_idx=None, cache_kwargs=None):
+        self.keys = torch.cat([self.keys, key_states], dim=-2)
+        self.values = torch.cat([self.values, value_states], dim=-2)
+        return self.keys, self.values
+
+    def get_seq_length(self, layer_idx=0) -> int:
+        return self.keys.shape[-2]
+
+
+class DecoderLayerCacheCall(nn.Module):
+    """A transformers decoder layer with its KV cache as explicit tensors: ``forward(hidden_states,
+    cos, sin, past_keys, past_values)`` returns ``(hidden_states, keys, values)``, the keys and values
+    being the past ones with this call's appended (``[batch, kv_heads, past + seq, head_dim]``).
+
+    Export it with two buckets: a prefill (``past`` of length 0, any ``seq``; causal attention) and
+    a decode step (``seq`` 1, any ``past``; attention over every cached position). No attention
+    mask: a batch without padding. Its tensors are the layer's, under ``layer.``."""
+
+    def __init__(self, layer: nn.Module) -> None:
+        super().__init__()
+        self.layer = layer
+
+    def forward(self, hidden_states, cos, sin, past_keys, past_values):
+        cache = StepCache(past_keys, past_values)
+        out = self.layer(
+            hidden_states, attention_mask=None, position_embeddings=(cos, sin), past_key_values=cache, use_cache=True
+        )
+        return (out[0] if isinstance(out, tuple) else out), cache.keys, cache.values
 
 
 class LayerAdapter(nn.Module):
@@ -60,7 +98,12 @@ class LayerAdapter(nn.Module):
     @classmethod
     def wrap(cls, layer: nn.Module, generated_class: type) -> "LayerAdapter":
         """``layer`` (a bare transformers decoder layer) behind ``generated_class`` (generated from a
-        :class:`DecoderLayerCall` of a layer with the same settings and shapes), sharing its tensors."""
+        :class:`DecoderLayerCall` or a :class:`DecoderLayerCacheCall` of a layer with the same
+        settings and shapes), sharing its tensors."""
+        if generated_class.__name__ == DecoderLayerCacheCall.__name__:
+            adapter = cls(layer, generated_class.from_module(DecoderLayerCacheCall(layer)))
+            adapter.__dict__["cache"] = _CacheSlots(layer, generated_class)
+            return adapter
         return cls(layer, generated_class.from_module(DecoderLayerCall(layer)))
 
     def forward(
@@ -74,15 +117,25 @@ class LayerAdapter(nn.Module):
         position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
         **kwargs,
     ):
-        reason = self._unserved(attention_mask, past_key_values, position_embeddings, kwargs)
+        cache = self.__dict__.get("cache")
+        reason = self._unserved(attention_mask, past_key_values if cache is None else None, position_embeddings, kwargs)
+        if reason is None and cache is not None:
+            reason = cache.refusal(past_key_values)
         if reason is None:
             from thunder_aot.runtime import NoBucketError
 
+            generated = self.__dict__["generated"]
             try:
-                out = self.__dict__["generated"](hidden_states, *position_embeddings)
+                if cache is None:
+                    out = generated(hidden_states, *position_embeddings)
+                else:
+                    past = cache.past(past_key_values, hidden_states)
+                    out, keys, values = generated(hidden_states, *position_embeddings, *past)
             except NoBucketError:
                 reason = "outside every bucket"
             else:
+                if cache is not None:
+                    cache.store(past_key_values, keys, values)
                 self.calls["generated"] += 1
                 return out
         self.calls[reason] += 1
@@ -112,3 +165,70 @@ class LayerAdapter(nn.Module):
 
     def extra_repr(self) -> str:
         return f"thunder-aot {type(self.__dict__['generated']).__name__} in front of {type(self.__dict__['layer']).__name__}"
+
+
+class _CacheSlots:
+    """Where a layer's keys and values live in a transformers ``DynamicCache``: its layer's slot
+    (``cache.layers[layer_idx]``, a ``DynamicLayer``). The generated module reads the past from it
+    and returns the past with the step's appended, which replaces the slot's tensors, as
+    ``DynamicLayer.update`` would. Other caches (static, sliding-window, quantized, offloaded) are
+    refused and run the original layer."""
+
+    def __init__(self, layer: nn.Module, generated_class: type) -> None:
+        self.layer_idx = next(
+            (m.layer_idx for m in layer.modules() if isinstance(getattr(m, "layer_idx", None), int)), None
+        )
+        #: (kv heads, head dim) of an empty past: the prefill bucket's past_keys shape
+        self.empty_shape = _empty_past_shape(generated_class)
+
+    def refusal(self, cache: object) -> str | None:
+        if cache is None:
+            return None if self.empty_shape else "no prefill bucket (past of length 0)"
+        from transformers.cache_utils import DynamicCache, DynamicLayer
+
+        if type(cache) is not DynamicCache or getattr(cache, "offloading", False):
+            return f"a {type(cache).__name__}"
+        if self.layer_idx is None:
+            return "no layer_idx"
+        if self.layer_idx < len(cache.layers) and type(cache.layers[self.layer_idx]) is not DynamicLayer:
+            return f"a {type(cache.layers[self.layer_idx]).__name__} cache layer"
+        if self.layer_idx >= len(cache.layers) and cache.layer_class_to_replicate is not DynamicLayer:
+            return "a cache without this layer"
+        return None
+
+    def _slot(self, cache):
+        while len(cache.layers) <= self.layer_idx:
+            cache.layers.append(cache.layer_class_to_replicate())
+        return cache.layers[self.layer_idx]
+
+    def past(self, cache, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        slot = None if cache is None else self._slot(cache)
+        if slot is not None and slot.is_initialized and slot.keys.numel():
+            return slot.keys, slot.values
+        if self.empty_shape is None:
+            from thunder_aot.runtime import NoBucketError
+
+            raise NoBucketError("no prefill bucket (past of length 0)")
+        empty = hidden_states.new_empty((hidden_states.shape[0], *self.empty_shape))
+        return empty, empty
+
+    def store(self, cache, keys: torch.Tensor, values: torch.Tensor) -> None:
+        if cache is None:
+            return
+        slot = self._slot(cache)
+        if not slot.is_initialized:
+            slot.lazy_initialization(keys, values)
+        slot.keys, slot.values = keys, values
+
+
+def _empty_past_shape(generated_class: type) -> tuple[int, int, int] | None:
+    """``(kv_heads, 0, head_dim)`` from the generated module's bucket whose past has length 0."""
+    import sys
+
+    from thunder_aot.shapes import parse_shapes
+
+    for bucket in parse_shapes(sys.modules[generated_class.__module__].BUCKETS):
+        past = bucket.inputs[3].shape
+        if len(past) == 4 and past[2] == 0 and isinstance(past[1], int) and isinstance(past[3], int):
+            return (past[1], 0, past[3])
+    return None

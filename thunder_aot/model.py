@@ -15,13 +15,28 @@ from typing import Union
 
 @dataclass(frozen=True, order=True)
 class SymDim:
-    """``coeff * name``: a size that depends on one dynamic dimension of the bucket."""
+    """``coeff * name + offset``: a size that depends on one dynamic dimension of the bucket (a KV
+    cache's keys after a step: ``past + 1``)."""
 
     name: str
     coeff: int = 1
+    offset: int = 0
 
     def at(self, env: dict[str, int]) -> int:
-        return self.coeff * env[self.name]
+        return self.coeff * env[self.name] + self.offset
+
+    def solve(self, size: int) -> int | None:
+        """The dim's value at which this size is ``size`` (None: no integer value)."""
+        scaled = size - self.offset
+        return scaled // self.coeff if scaled % self.coeff == 0 else None
+
+    @property
+    def expr(self) -> str:
+        """The size as a Python expression over the dim's name, parenthesized when compound."""
+        text = self.name if self.coeff == 1 else f"{self.coeff} * {self.name}"
+        if self.offset:
+            text += f" + {self.offset}" if self.offset > 0 else f" - {-self.offset}"
+        return text if text == self.name else f"({text})"
 
 
 Dim = Union[int, SymDim]

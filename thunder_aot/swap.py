@@ -39,8 +39,9 @@ def replace(
 
 
 def _replacement(module: torch.nn.Module, generated: type) -> torch.nn.Module:
-    from thunder_aot.layers import DecoderLayerCall, LayerAdapter
+    from thunder_aot.layers import DecoderLayerCacheCall, DecoderLayerCall, LayerAdapter
 
-    if generated.__name__ == DecoderLayerCall.__name__ and not isinstance(module, DecoderLayerCall):
+    layer_calls = (DecoderLayerCall.__name__, DecoderLayerCacheCall.__name__)
+    if generated.__name__ in layer_calls and not isinstance(module, (DecoderLayerCall, DecoderLayerCacheCall)):
         return LayerAdapter.wrap(module, generated)
     return generated.from_module(module)

@@ -12,7 +12,7 @@ from thunder_aot.model import Arg, Const, DeviceArg, Dim, DimRange, DType, Ref, 
 def render_dim(dim: Dim) -> str:
     if isinstance(dim, int):
         return str(dim)
-    return dim.name if dim.coeff == 1 else f"{dim.coeff} * {dim.name}"
+    return dim.expr
 
 
 def render_const(value: object) -> str:

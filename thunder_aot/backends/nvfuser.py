@@ -68,7 +68,8 @@ def nv_arg(arg: Arg, *, inline: bool = False, specialized: bool = False) -> str:
             return str(dim) if inline else _scalar(dim)
         if specialized:
             return render_dim(dim)
-        return dim.name if dim.coeff == 1 else f"fd.ops.mul({dim.name}, {_scalar(dim.coeff)})"
+        text = dim.name if dim.coeff == 1 else f"fd.ops.mul({dim.name}, {_scalar(dim.coeff)})"
+        return text if not dim.offset else f"fd.ops.add({text}, {_scalar(dim.offset)})"
     if isinstance(arg, Seq):
         symbolic = not specialized and any(isinstance(i, SizeArg) for i in arg.items)
         # a shape with a dynamic size is a vector of nvFuser scalars; a static one stays Python ints

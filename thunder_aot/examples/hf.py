@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from thunder_aot.layers import DecoderLayerCall
+from thunder_aot.layers import DecoderLayerCacheCall, DecoderLayerCall
 
 HIDDEN = 256
 
@@ -242,3 +242,10 @@ def tiny_llama():
     from transformers import LlamaForCausalLM
 
     return _randomize(LlamaForCausalLM(llama_config()), 18)
+
+
+def llama_decoder_layer_cache():
+    """:func:`llama_decoder_layer` with its KV cache as inputs and outputs (prefill and decode)."""
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer
+
+    return _randomize(DecoderLayerCacheCall(LlamaDecoderLayer(llama_config(), layer_idx=0)), 17)

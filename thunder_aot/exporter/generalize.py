@@ -31,10 +31,16 @@ def _unify_int(values: list[int], envs: list[dict[str, int]], path: str) -> int 
     matches = []
     for name in envs[0]:
         sizes = [env[name] for env in envs]
-        if sizes[0] and values[0] % sizes[0] == 0:
-            coeff = values[0] // sizes[0]
-            if coeff >= 1 and all(v == coeff * s for v, s in zip(values, sizes)):
-                matches.append(SymDim(name, coeff))
+        # coeff * size + offset through the samples: a positive integer slope, any integer offset
+        j = next((j for j, s in enumerate(sizes) if s != sizes[0]), None)
+        if j is None or (values[j] - values[0]) % (sizes[j] - sizes[0]):
+            continue
+        coeff = (values[j] - values[0]) // (sizes[j] - sizes[0])
+        offset = values[0] - coeff * sizes[0]
+        if coeff >= 1 and all(v == coeff * s + offset for v, s in zip(values, sizes)):
+            matches.append(SymDim(name, coeff, offset))
+    if len(matches) > 1:  # sizes moving together (S and 2*S): the one without an offset
+        matches = [m for m in matches if not m.offset] or matches
     if len(matches) != 1:
         raise _Mismatch(f"{path}: the value {values} does not follow one dynamic dimension")
     return matches[0]
@@ -157,7 +163,8 @@ def env_inside(outer: Bucket, inner: Bucket) -> dict[str, int] | None:
             return None
         for d, size in zip(o.shape, i.shape):
             if isinstance(d, SymDim):
-                if size % d.coeff or env.setdefault(d.name, size // d.coeff) != size // d.coeff:
+                value = d.solve(size)
+                if value is None or env.setdefault(d.name, value) != value:
                     return None
             elif d != size:
                 return None

@@ -127,7 +127,7 @@ class RowProgram:
             if last.name not in self.ranges:
                 raise Unsupported(f"no range for the innermost dim {last.name}")
             self.n: int | None = None
-            self.n_max = last.coeff * self.ranges[last.name].hi
+            self.n_max = last.at({last.name: self.ranges[last.name].hi})
         else:
             self.n = last
             self.n_max = last
@@ -152,7 +152,7 @@ class RowProgram:
             if isinstance(d, SymDim):
                 if d.name not in self.ranges:
                     return None
-                d = d.coeff * self.ranges[d.name].hi
+                d = d.at({d.name: self.ranges[d.name].hi})
             total *= d
         return total
 
@@ -202,7 +202,7 @@ class RowProgram:
             return str(d)
         if d.name not in self.size_params:
             self.size_params.append(d.name)
-        return d.name if d.coeff == 1 else f"({d.coeff} * {d.name})"
+        return d.expr
 
     def broadcast_row(self, shape: tuple) -> str | None:
         """For an input whose rows repeat along some lead dims (size 1 there, e.g. an attention mask

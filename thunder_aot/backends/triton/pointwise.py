@@ -119,7 +119,7 @@ class PointwiseProgram:
             raise Unsupported(f"no range for the dynamic dim {d.name}")
         if d.name not in self.size_params:
             self.size_params.append(d.name)
-        return d.name if d.coeff == 1 else f"({d.coeff} * {d.name})"
+        return d.expr
 
     def _product(self, dims) -> str:
         static = 1
@@ -166,7 +166,7 @@ class PointwiseProgram:
     def _upper(self, d: Dim) -> int | None:
         """A dynamic size's largest value in the bucket (None without a range)."""
         r = self.ranges.get(d.name)
-        return None if r is None else d.coeff * r.hi
+        return None if r is None else d.at({d.name: r.hi})
 
     def row_shape(self, shape: tuple) -> tuple:
         """An output's shape without the dim the lanes walk: its rows."""
@@ -184,7 +184,7 @@ class PointwiseProgram:
                 if not isinstance(d, int):
                     if d.name not in self.ranges:
                         return None
-                    d = d.coeff * self.ranges[d.name].hi
+                    d = d.at({d.name: self.ranges[d.name].hi})
                 rows *= d
             most = max(most, rows)
         return most
