@@ -102,3 +102,28 @@ def test_schedule_sweep_names_kernels_the_generated_modules_define():
         text = (ROOT / "generated" / f"{stem}_triton.py").read_text()
         assert f"def {sweep.KERNEL}(" in text, stem
         assert f"*_raw, {n}, " in text, (stem, n)  # the kernel is launched with rows of n
+
+
+def test_model_bench_on_cpu_checks_and_times_whole_forwards(tmp_path):
+    """bench --model (issue 19) on CPU: the decoder layers exported whole and swapped in, every
+    system's logits judged against eager's before timing; what needs CUDA is listed as skipped."""
+    out = tmp_path / "model"
+    result = run_cli("bench", "thunder_aot.examples.hf:tiny_llama", "--model", "--backends", "torch", "--sizes", "1,9",
+                     "--rounds", "1", "--min-run-time", "0.01", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    report = json.loads((out / "bench.json").read_text())
+    assert report["systems"] == ["Eager", "thunder-aot(torch) layers"]
+    assert report["points"] == ["S=1", "S=9"]
+    assert {(m["system"], m["point"]) for m in report["measurements"]} == {
+        (s, p) for s in report["systems"] for p in report["points"]
+    }
+    assert not any("MISMATCH" in why for why in report["skipped"].values()), report["skipped"]
+    assert "torch.compile" in report["skipped"] and "CUDA graphs" in report["skipped"]
+    assert "--model" in (out / "bench.md").read_text()
+
+
+def test_model_bench_arguments_are_checked():
+    both = run_cli("bench", "thunder_aot.examples.hf:tiny_llama", "--model", "--shapes", "1x[1..8]x256")
+    assert both.returncode != 0 and "drop --shapes" in both.stderr
+    neither = run_cli("bench", "thunder_aot.examples.gpt_oss:rmsnorm")
+    assert neither.returncode != 0 and "--shapes is required" in neither.stderr

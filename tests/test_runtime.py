@@ -133,3 +133,39 @@ def test_an_nvfuser_module_without_nvfuser_names_what_to_install():
     message = str(info.value)
     assert "\n" not in message and message.startswith("this thunder-aot module runs on nvFuser (nvfuser_direct)")
     assert "docs/nvfuser.md" in message and "--backend triton" in message
+
+
+def test_cuda_graphs_wrapper_shares_the_modules_tensors_and_calls_it_directly_off_the_gpu():
+    """On CPU tensors (and inside a caller's capture) the wrapper is the module itself: same outputs,
+    same state_dict keys and tensors, no graph; a bad outputs mode is one clear error. (Replays:
+    tests/test_gpu_graphs.py.)"""
+    from thunder_aot.examples.gpt_oss import rmsnorm
+    from thunder_aot.runtime.graphs import CudaGraphs
+    from thunder_aot.verify import load_module_from_text
+
+    gen = load_module_from_text((ROOT / "generated" / "rmsnorm_torch.py").read_text(), "graphs_cpu_rmsnorm")
+    module = gen.GptOssRMSNorm.from_module(rmsnorm())
+    graphed = module.cuda_graphs(outputs="static")
+    assert isinstance(graphed, CudaGraphs) and graphed.outputs == "static"
+    assert list(graphed.state_dict()) == list(module.state_dict()) == ["weight"]
+    assert graphed.weight is module.weight
+    x = torch.randn(1, 15, 2880, generator=torch.Generator().manual_seed(5)).to(torch.bfloat16)
+    assert torch.equal(graphed(x), module(x)) and graphed.graphs == 0
+    with pytest.raises(ValueError, match="outputs must be one of 'fresh', 'static'; got 'reused'"):
+        module.cuda_graphs(outputs="reused")
+
+
+def test_replace_refuses_cuda_graphs_for_kv_cache_layers():
+    pytest.importorskip("transformers")
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer
+
+    from thunder_aot import replace
+    from thunder_aot.examples.hf import tiny_llama
+
+    class DecoderLayerCacheCall(rt.GeneratedModule):  # the name replace() recognises; never called
+        pass
+
+    model = tiny_llama()
+    with pytest.raises(ValueError, match="a graph per cache length"):
+        replace(model, LlamaDecoderLayer, DecoderLayerCacheCall, cuda_graphs="fresh")
+    assert type(model.model.layers[0]) is LlamaDecoderLayer  # nothing replaced

@@ -111,8 +111,11 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     _add_export_args(sub.add_parser("export", help="trace a module per shape bucket and write a standalone module"))
     bench = sub.add_parser("bench", help="time eager, Thunder, torch.compile and thunder-aot side by side")
-    bench.add_argument("source", help="import path of the module (as for export)")
-    bench.add_argument("--shapes", action="append", required=True, help="buckets, as for export")
+    bench.add_argument("source", help="import path of the module (as for export); with --model, of a transformers causal LM")
+    bench.add_argument("--shapes", action="append", help="buckets, as for export (required without --model)")
+    bench.add_argument("--model", action="store_true",
+                       help="SOURCE is a whole causal LM: time forwards (eager, torch.compile default / reduce-overhead / "
+                       "per layer, thunder-aot whole decoder layers with and without CUDA graphs) at --sizes tokens")
     bench.add_argument(
         "--backends",
         default="auto",
@@ -290,11 +293,34 @@ def _regenerate(path: Path) -> str:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from thunder_aot.bench import print_compare, run_bench, write_reports
+    from thunder_aot.bench import print_compare, write_reports
 
     sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else None
     command = shlex.join(["thunder-aot", "bench", *sys.argv[2:]]) if sys.argv[1:2] == ["bench"] else ""
-    report = run_bench(
+    checkpoint = (lambda report: write_reports(report, Path(args.out))) if args.out else (lambda report: None)
+    if args.model:
+        from thunder_aot.bench.models import run_model_bench
+
+        if args.shapes:
+            raise ExportError("bench --model: the layers' buckets follow from the model and --sizes; drop --shapes")
+        backends = [b for b in args.backends.split(",") if b]
+        report = run_model_bench(args.source, backends, sizes=sizes, rounds=args.rounds, min_run_time=args.min_run_time,
+                                 command=command, progress=_progress, checkpoint=checkpoint)
+    elif not args.shapes:
+        raise ExportError("bench: --shapes is required (or --model for a whole causal LM)")
+    else:
+        report = _bench_module(args, sizes, command, checkpoint)
+    print_compare(report)
+    if args.out:
+        for path in write_reports(report, Path(args.out)):
+            _progress(f"wrote {path}")
+    return 0
+
+
+def _bench_module(args: argparse.Namespace, sizes: list[int] | None, command: str, checkpoint) -> object:
+    from thunder_aot.bench import run_bench
+
+    return run_bench(
         args.source,
         args.shapes,
         [b for b in args.backends.split(",") if b],
@@ -305,13 +331,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         skip=frozenset(x for x in args.skip.split(",") if x),
         command=command,
         progress=_progress,
-        checkpoint=(lambda report: write_reports(report, Path(args.out))) if args.out else (lambda report: None),
+        checkpoint=checkpoint,
     )
-    print_compare(report)
-    if args.out:
-        for path in write_reports(report, Path(args.out)):
-            _progress(f"wrote {path}")
-    return 0
 
 
 #: what an interrupted command leaves behind (every file is written atomically)

@@ -11,6 +11,8 @@ def replace(
     model: torch.nn.Module,
     match: type | Callable[[str, torch.nn.Module], bool],
     generated: type,
+    *,
+    cuda_graphs: str | None = None,
 ) -> list[str]:
     """Swap every submodule of ``model`` that ``match`` selects for ``generated.from_module(submodule)``.
 
@@ -18,7 +20,8 @@ def replace(
     ``generated`` is the generated ``nn.Module`` class (e.g. ``g.LlamaRMSNorm``). Each new module
     shares the replaced submodule's own tensors, and ``from_module`` refuses a submodule whose
     settings (eps, ...) differ from the exported ones. Returns the qualified names replaced, in
-    ``named_modules`` order. ``model`` itself is never replaced.
+    ``named_modules`` order. ``model`` itself is never replaced. ``cuda_graphs`` (``"fresh"`` or
+    ``"static"``): each generated module replays its calls from CUDA graphs (``module.cuda_graphs``).
 
     A module generated from a whole decoder layer (:class:`thunder_aot.layers.DecoderLayerCall`)
     replaces bare transformers layers too: each becomes a :class:`~thunder_aot.layers.LayerAdapter`
@@ -31,17 +34,26 @@ def replace(
     chosen = [name for name, module in model.named_modules() if name and selected(name, module)]
     # a submodule inside one already chosen goes with its parent
     chosen = [n for n in chosen if not any(n.startswith(p + ".") for p in chosen if p != n)]
-    new = {name: _replacement(model.get_submodule(name), generated) for name in chosen}  # check all first
+    new = {name: _replacement(model.get_submodule(name), generated, cuda_graphs) for name in chosen}  # check all first
     for name, module in new.items():
         parent_name, _, leaf = name.rpartition(".")
         setattr(model.get_submodule(parent_name) if parent_name else model, leaf, module)
     return chosen
 
 
-def _replacement(module: torch.nn.Module, generated: type) -> torch.nn.Module:
+def _replacement(module: torch.nn.Module, generated: type, cuda_graphs: str | None) -> torch.nn.Module:
     from thunder_aot.layers import DecoderLayerCacheCall, DecoderLayerCall, LayerAdapter
 
+    if cuda_graphs is not None and generated.__name__ == DecoderLayerCacheCall.__name__:
+        raise ValueError(
+            "replace: cuda_graphs with a KV-cache layer would capture a graph per cache length (its inputs grow "
+            "every step); capture the serving loop's own graph instead (the generated modules run inside it)"
+        )
     layer_calls = (DecoderLayerCall.__name__, DecoderLayerCacheCall.__name__)
     if generated.__name__ in layer_calls and not isinstance(module, (DecoderLayerCall, DecoderLayerCacheCall)):
-        return LayerAdapter.wrap(module, generated)
-    return generated.from_module(module)
+        adapter = LayerAdapter.wrap(module, generated)
+        if cuda_graphs is not None:
+            adapter.__dict__["generated"] = adapter.__dict__["generated"].cuda_graphs(cuda_graphs)
+        return adapter
+    new = generated.from_module(module)
+    return new if cuda_graphs is None else new.cuda_graphs(cuda_graphs)

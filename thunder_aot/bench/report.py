@@ -62,7 +62,7 @@ def ratio_pairs(report: Report) -> list[tuple[str, str]]:
         if not system.startswith("thunder-aot("):
             continue
         floor = floor_of(system)
-        for other in (floor, "FD.execute", "torch.compile", "Eager"):
+        for other in (floor, "FD.execute", "torch.compile", "torch.compile(reduce-overhead)", "Eager"):
             if other in report.systems and (other != "FD.execute" or "nvfuser" in system):
                 pairs.append((system, other))
     return pairs

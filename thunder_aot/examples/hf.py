@@ -237,6 +237,19 @@ def gpt2_block():
     return _randomize(Block(GPT2Block(config, layer_idx=0)), 23)
 
 
+def llama_1b_causal_lm():
+    """A LlamaForCausalLM shaped as Llama-3.2-1B (16 layers of :func:`llama_1b_decoder_layer`'s
+    shape, vocabulary 128256, tied embeddings), random weights, bf16: the model benchmark's."""
+    from transformers import LlamaForCausalLM
+
+    config = llama_config(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
+                          num_key_value_heads=8, head_dim=64, rms_norm_eps=1e-5, vocab_size=128256,
+                          max_position_embeddings=4096, tie_word_embeddings=True)
+    with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
+        model = LlamaForCausalLM(config)
+    return _randomize(model, 30).to(torch.bfloat16)
+
+
 def tiny_llama():
     """A 2-layer LlamaForCausalLM from a config, for the replace() example and test."""
     from transformers import LlamaForCausalLM

@@ -258,6 +258,15 @@ class GeneratedModule(torch.nn.Module):
                 calls += 1
         return calls
 
+    def cuda_graphs(self, outputs: str = "fresh") -> torch.nn.Module:
+        """This module's calls replayed from CUDA graphs, one per input signature, captured at its
+        first call or by ``warmup()`` (:class:`thunder_aot.runtime.graphs.CudaGraphs`). ``outputs``:
+        ``"fresh"`` (new tensors per call) or ``"static"`` (the graph's buffers, overwritten by the
+        next call of the same shapes)."""
+        from thunder_aot.runtime.graphs import CudaGraphs
+
+        return CudaGraphs(self, outputs)
+
     def __init_subclass__(cls, **kwargs) -> None:
         # a subclass of a generated class with a forward of its own (and no __call__) is called
         # through nn.Module.__call__, which calls that forward

@@ -1,0 +1,179 @@
+"""``thunder-aot bench --model``: a transformers causal LM per forward, eager against torch.compile
+and thunder-aot's whole decoder layers, with and without CUDA graphs.
+
+A forward is what a prefill (or a batch of decode tokens without a cache) costs a server:
+``model(input_ids, use_cache=False, logits_to_keep=1)`` on a batch of one, at each token count.
+The systems (each a copy of the model sharing nothing with the others but its weights' values):
+
+- ``Eager``; ``torch.compile`` of the whole model (default mode) and ``torch.compile(reduce-overhead)``
+  (its CUDA graphs); ``torch.compile(layers)``, each decoder layer compiled alone (the seed's way of
+  applying a compiler to submodules);
+- ``thunder-aot(B) layers``: every decoder layer replaced by the module exported from the model's
+  first layer (``DecoderLayerCall``) with backend B; ``... layers, graphed``: the same with each
+  layer's calls replayed from its own CUDA graphs (``replace(..., cuda_graphs="static")``);
+- ``Eager, model graph`` and ``thunder-aot(B) layers, model graph``: the whole forward captured in one
+  CUDA graph by the caller per token count and replayed (as SGLang runs its decode batches).
+
+Every system's last-token logits are judged against eager's (float64 reference) before timing; a
+baseline that fails is listed as skipped with the reason, a thunder-aot system that fails too
+(marked ``MISMATCH``), so a report never times a wrong answer silently.
+"""
+
+from __future__ import annotations
+
+import copy
+import statistics
+from collections.abc import Callable
+
+import torch
+
+from thunder_aot.bench.model import Call, Measurement, Report
+from thunder_aot.bench.timing import copy_bandwidth_gb_per_s, device_time_us, interleaved_times
+from thunder_aot.errors import ExportError
+
+#: token counts of the issue: powers of two up to 2048 and the seed's prefill sizes
+DEFAULT_SIZES = (1, 2, 4, 8, 15, 16, 32, 64, 128, 256, 512, 568, 1024, 1369, 2048)
+
+
+def layer_shapes(model: torch.nn.Module, max_tokens: int) -> str:
+    """The bucket of a decoder layer of ``model`` called as ``DecoderLayerCall``: hidden states and
+    the rotary cos and sin, 1 to ``max_tokens`` tokens, in the model's dtype."""
+    config = model.config
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
+    return (f"1x[S=1..{max_tokens}]x{config.hidden_size}:{dtype}, 1x[S]x{head_dim}:{dtype}, "
+            f"1x[S]x{head_dim}:{dtype}")
+
+
+def _layers(model: torch.nn.Module) -> torch.nn.ModuleList:
+    base = getattr(model, "model", model)
+    layers = getattr(base, "layers", None)
+    if not isinstance(layers, torch.nn.ModuleList) or not len(layers):
+        raise ExportError(f"bench --model: {type(model).__name__} has no decoder layers at .model.layers")
+    return layers
+
+
+def _model_graph(forward: Callable[[torch.Tensor], torch.Tensor], ids: torch.Tensor) -> tuple[Call, torch.Tensor]:
+    """``forward`` at ``ids``' shape captured in one CUDA graph: (replay, its static output)."""
+    static = ids.clone()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            forward(static)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = forward(static)
+    graph.replay()
+    return graph.replay, out
+
+
+def run_model_bench(
+    source: str,
+    backends: list[str],
+    *,
+    sizes: list[int] | None = None,
+    rounds: int = 3,
+    min_run_time: float = 0.1,
+    command: str = "",
+    progress: Callable[[str], None] = lambda m: None,
+    checkpoint: Callable[[Report], None] = lambda r: None,
+) -> Report:
+    from thunder_aot import replace
+    from thunder_aot.api import export
+    from thunder_aot.exporter import versions
+    from thunder_aot.exporter.resolve import resolve_module
+    from thunder_aot.layers import DecoderLayerCall
+    from thunder_aot.verify import load_module_from_text
+    from thunder_aot.verify.judge import judge
+
+    cuda = torch.cuda.is_available()
+    torch.set_num_threads(1)
+    sizes = list(sizes or DEFAULT_SIZES)
+    base = resolve_module(source).eval().requires_grad_(False).to("cuda" if cuda else "cpu")
+    layer_class = type(_layers(base)[0])
+    shapes = layer_shapes(base, max(sizes))
+    skipped: dict[str, str] = {
+        "thunder.jit / thunderfx": "left out: minutes of compile per token count for a whole model",
+    }
+    forwards: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {}
+    models: dict[str, torch.nn.Module] = {}
+
+    def forward_of(model: torch.nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
+        return lambda ids: model(ids, use_cache=False, logits_to_keep=1).logits
+
+    models["Eager"] = base
+    forwards["Eager"] = forward_of(base)
+    if cuda:
+        torch._dynamo.config.recompile_limit = max(64, 4 * len(sizes))
+        forwards["torch.compile"] = forward_of(torch.compile(copy.deepcopy(base)))
+        forwards["torch.compile(reduce-overhead)"] = forward_of(torch.compile(copy.deepcopy(base), mode="reduce-overhead"))
+        layers_compiled = copy.deepcopy(base)
+        layers = _layers(layers_compiled)
+        for i in range(len(layers)):
+            layers[i] = torch.compile(layers[i])
+        forwards["torch.compile(layers)"] = forward_of(layers_compiled)
+    else:
+        skipped["torch.compile"] = "not run on CPU: inductor compiles C++ for every new shape (minutes)"
+        skipped["CUDA graphs"] = "need CUDA"
+    for backend in backends:
+        progress(f"exporting {layer_class.__name__} whole with the {backend} backend at {shapes}")
+        text = export(DecoderLayerCall(copy.deepcopy(_layers(base)[0])), shapes, backend=backend, progress=progress)
+        gen = load_module_from_text(text, f"bench_model_{backend}")
+        for suffix, graphs in (("", None), (", graphed", "static")) if cuda else (("", None),):
+            model = copy.deepcopy(base)
+            replace(model, layer_class, gen.DecoderLayerCall, cuda_graphs=graphs)
+            models[f"thunder-aot({backend}) layers{suffix}"] = model
+            forwards[f"thunder-aot({backend}) layers{suffix}"] = forward_of(model)
+    model_graphs = ["Eager", *[f"thunder-aot({b}) layers" for b in backends]] if cuda else []
+
+    report = Report(title=f"{type(base).__name__} ({source}), {len(_layers(base))} layers, per forward",
+                    command=command, device=torch.cuda.get_device_name() if cuda else "CPU", versions=versions(),
+                    systems=[], points=[f"S={s}" for s in sizes])
+    if cuda:
+        report.copy_gb_per_s = copy_bandwidth_gb_per_s()
+    reference_model = copy.deepcopy(base).to(torch.float64)
+    generator = torch.Generator().manual_seed(0)
+    vocab = base.config.vocab_size
+    for s in sizes:
+        point = f"S={s}"
+        ids = torch.randint(0, vocab, (1, s), generator=generator).to(base.device)
+        progress(f"{point}: compiling, capturing and checking every system")
+        with torch.no_grad():
+            expected = forwards["Eager"](ids)
+            reference = forward_of(reference_model)(ids)
+            systems: dict[str, Call] = {}
+            outputs: dict[str, torch.Tensor] = {}
+            for name, forward in forwards.items():
+                systems[name] = lambda forward=forward: forward(ids)
+            for name in model_graphs:
+                try:
+                    replay, out = _model_graph(forwards[name], ids)
+                except Exception as e:  # noqa: BLE001 - reported with the reason
+                    skipped[f"{name}, model graph"] = f"at {point}: capture failed: {type(e).__name__}: {str(e)[:160]}"
+                    continue
+                systems[f"{name}, model graph"] = replay
+                outputs[f"{name}, model graph"] = out
+            for name, fn in list(systems.items()):
+                try:
+                    got = outputs[name] if name in outputs else fn()
+                    judge(expected, got.clone(), reference, f"{name} at {point}")
+                except Exception as e:  # noqa: BLE001 - reported with the reason
+                    mark = "MISMATCH: " if name.startswith("thunder-aot") else ""
+                    skipped[f"{name} at {point}"] = f"{mark}{type(e).__name__}: {' '.join(str(e).split())[:200]}"
+                    del systems[name]
+            for name in systems:
+                if name not in report.systems:
+                    report.systems.append(name)
+            samples = interleaved_times(systems, rounds, min_run_time)
+            for name, fn in systems.items():
+                m = Measurement(name, point, s, statistics.median(samples[name]))
+                if cuda:
+                    m.device_us = device_time_us(fn, calls=20)
+                report.measurements.append(m)
+        progress(f"{point}: " + ", ".join(f"{n} {statistics.median(v):.0f} µs" for n, v in samples.items()))
+        report.skipped = skipped
+        checkpoint(report)
+    report.skipped = skipped
+    return report
