@@ -335,3 +335,22 @@ def test_a_fusion_reading_a_permuted_fusion_output_gets_it_contiguous():
     assert from_first, fed
     for name in from_first:
         assert f"{name} = {name}.contiguous()" in second[: second.index("fusion1.by_size")], second
+
+
+def test_a_permuted_fusion_output_the_module_returns_is_made_contiguous():
+    """A KV-cache layer returns its keys and values from a fusion that transposes (rotary, then
+    cat with the past); nvFuser lays them out permuted, eager returns them contiguous, and the next
+    decode step takes them back as contiguous inputs: the module returns them contiguous (found on
+    the GPU: the second decode step refused past_values)."""
+    import re
+
+    from tests.examples import LLAMA_CACHE_SHAPES
+    from thunder_aot.exporter import ExportRequest, export
+
+    text = export(ExportRequest("thunder_aot.examples.hf:llama_decoder_layer_cache", (LLAMA_CACHE_SHAPES,),
+                                backend="nvfuser"), verify=False)
+    for body in text.split("    if program == ")[1:]:
+        returned = re.search(r"\n\s+return (\w+), (\w+), (\w+)\n", body).groups()
+        made = [name for name in returned[1:] if f"{name} = {name}.contiguous()" in body]
+        assert made == list(returned[1:]), (returned, body[-600:])
+        assert f"{returned[0]} = {returned[0]}.contiguous()" not in body  # the hidden states: no transpose there

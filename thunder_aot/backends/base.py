@@ -127,6 +127,9 @@ class RegionView(Protocol):
     #: its outputs that may not be contiguous (a kernel region reading one makes it contiguous
     #: first): none where a kernel writes outputs it allocated
     strided_outputs: tuple[str, ...]
+    #: of those, the ones laid out permuted where eager returns them contiguous (a fusion that
+    #: transposes): made contiguous when the program returns them
+    permuted_outputs: tuple[str, ...]
 
     @property
     def definition_key(self) -> tuple | None:

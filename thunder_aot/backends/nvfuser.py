@@ -147,12 +147,18 @@ VIEW_PRIMS = frozenset({"broadcast_in_dim", "reshape", "squeeze", "slice", "shal
 PERMUTING_PRIMS = frozenset({"transpose"})
 
 
+def permuted_outputs(region: Region) -> tuple[str, ...]:
+    """Every output of a region that permutes (nvFuser propagates a permuted allocation to what
+    is computed from it), none otherwise."""
+    return tuple(o.name for o in region.outputs) if any(op.prim in PERMUTING_PRIMS for op in region.ops) else ()
+
+
 def strided_outputs(region: Region) -> tuple[str, ...]:
     """The region's outputs that nvFuser may not return contiguous: every output where the region
     permutes (nvFuser propagates a permuted allocation to what is computed from it), else those a
     view prim makes."""
     if any(op.prim in PERMUTING_PRIMS for op in region.ops):
-        return tuple(o.name for o in region.outputs)
+        return permuted_outputs(region)
     made_by_views = {o.name for op in region.ops if op.prim in VIEW_PRIMS for o in op.outputs}
     return tuple(o.name for o in region.outputs if o.name in made_by_views)
 
@@ -176,6 +182,7 @@ class NvRegionView:
     known_sizes: tuple[tuple[int, ...], ...]  # sizes recorded at import (exact buckets of the program)
     frontend: str
     strided_outputs: tuple[str, ...] = ()
+    permuted_outputs: tuple[str, ...] = ()
     #: the partial template of its definition ("" where it uses another region's: :meth:`sharing`)
     template: str = "nvfuser_region.py.jinja"
 
@@ -307,4 +314,5 @@ class NvFuserBackend(Backend):
             known_sizes=known_sizes,
             frontend=self.frontend,
             strided_outputs=strided_outputs(region),
+            permuted_outputs=permuted_outputs(region),
         )

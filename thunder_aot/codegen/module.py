@@ -156,9 +156,11 @@ def _step_lines(program: BucketProgram, views: dict[str, RegionView]) -> tuple[L
     """The program's steps in order: each region's statements (after a comment naming the prims
     it fuses), torch calls for what was not fused. A kernel reads its inputs as contiguous: one
     that torch ops or an nvFuser fusion made (a transposed view, say) is made contiguous first (a
-    no-op when it is)."""
+    no-op when it is). So is a program output a fusion may lay out permuted (eager returns it
+    contiguous: a caller feeding it back, a KV cache, gets what it would from the source)."""
     lines = []
     from_torch: set[str] = set()  # values that may not be contiguous, not yet made so
+    permuted: set[str] = set()  # of those, the ones a fusion laid out permuted
     for step in program.steps:
         if isinstance(step, Region):
             view = views[step.name]
@@ -171,14 +173,17 @@ def _step_lines(program: BucketProgram, views: dict[str, RegionView]) -> tuple[L
                     if v.name in from_torch:
                         lines.append(Line(f"{v.name} = {v.name}.contiguous()"))
                         from_torch.discard(v.name)
+                        permuted.discard(v.name)
             if not view.runs_kernel:  # torch ops may return views
                 from_torch.update(o.name for o in step.outputs)
             else:
                 from_torch.update(view.strided_outputs)
+                permuted.update(view.permuted_outputs)
             lines += view.steps
         else:
             from_torch.update(o.name for o in step.outputs)
             lines.append(torch_call_line(step))
+    lines += [Line(f"{name} = {name}.contiguous()") for name in dict.fromkeys(program.outputs) if name in permuted]
     if ops_use_device([s for s in program.steps if isinstance(s, TorchCall)]):
         lines.insert(0, Line(f"device = {program.inputs[0].name}.device"))
     return tuple(lines)

@@ -11,6 +11,7 @@ from thunder_aot.backends.base import Line, nested, tuple_text
 class TritonRegionView:
     runs_kernel = True
     strided_outputs = ()  # allocated by the module, contiguous
+    permuted_outputs = ()
     name: str  # the kernel's name: <name>_kernel (the @triton.jit function) and <name> (its runtime Kernel)
     decorator: str
     params: tuple[str, ...]
