@@ -128,7 +128,8 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds, the median reported (default: %(default)s)")
     bench.add_argument("--min-run-time", type=float, default=0.1, help="seconds per blocked_autorange (default: %(default)s)")
     bench.add_argument("--skip", default="", help="baselines to leave out, comma-separated: thunder.jit, thunderfx "
-                       "(each compiles at every size: minutes for a decoder layer)")
+                       "(each compiles at every size: minutes for a decoder layer); with --model: torch.compile, "
+                       "torch.compile(reduce-overhead), torch.compile(layers)")
     bench.add_argument("--out", help="folder for bench.md, bench.json and bench.png")
     check = sub.add_parser("check", help="regenerate every @generated file under PATHS and diff (exit 1 if stale)")
     check.add_argument("paths", nargs="*", default=["generated"], help="files or folders to check (default: generated)")
@@ -305,7 +306,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
             raise ExportError("bench --model: the layers' buckets follow from the model and --sizes; drop --shapes")
         backends = [b for b in args.backends.split(",") if b]
         report = run_model_bench(args.source, backends, sizes=sizes, rounds=args.rounds, min_run_time=args.min_run_time,
-                                 command=command, progress=_progress, checkpoint=checkpoint)
+                                 skip=frozenset(x for x in args.skip.split(",") if x), command=command,
+                                 progress=_progress, checkpoint=checkpoint)
     elif not args.shapes:
         raise ExportError("bench: --shapes is required (or --model for a whole causal LM)")
     else:

@@ -31,6 +31,9 @@ from thunder_aot.bench.model import Call, Measurement, Report
 from thunder_aot.bench.timing import copy_bandwidth_gb_per_s, device_time_us, interleaved_times
 from thunder_aot.errors import ExportError
 
+#: baselines --skip may leave out
+SKIPPABLE = ("torch.compile", "torch.compile(reduce-overhead)", "torch.compile(layers)")
+
 #: token counts of the issue: powers of two up to 2048 and the seed's prefill sizes
 DEFAULT_SIZES = (1, 2, 4, 8, 15, 16, 32, 64, 128, 256, 512, 568, 1024, 1369, 2048)
 
@@ -41,7 +44,7 @@ def layer_shapes(model: torch.nn.Module, max_tokens: int) -> str:
     config = model.config
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
-    return (f"1x[S=1..{max_tokens}]x{config.hidden_size}:{dtype}, 1x[S]x{head_dim}:{dtype}, "
+    return (f"1x[S=1..{max(2, max_tokens)}]x{config.hidden_size}:{dtype}, 1x[S]x{head_dim}:{dtype}, "
             f"1x[S]x{head_dim}:{dtype}")
 
 
@@ -76,6 +79,7 @@ def run_model_bench(
     sizes: list[int] | None = None,
     rounds: int = 3,
     min_run_time: float = 0.1,
+    skip: frozenset[str] = frozenset(),
     command: str = "",
     progress: Callable[[str], None] = lambda m: None,
     checkpoint: Callable[[Report], None] = lambda r: None,
@@ -104,16 +108,25 @@ def run_model_bench(
         return lambda ids: model(ids, use_cache=False, logits_to_keep=1).logits
 
     models["Eager"] = base
+    unknown = skip - set(SKIPPABLE)
+    if unknown:
+        raise ExportError(f"bench --skip {','.join(sorted(unknown))}: expected some of {', '.join(SKIPPABLE)}")
+    skipped.update({name: "left out (--skip)" for name in sorted(skip)})
     forwards["Eager"] = forward_of(base)
     if cuda:
         torch._dynamo.config.recompile_limit = max(64, 4 * len(sizes))
-        forwards["torch.compile"] = forward_of(torch.compile(copy.deepcopy(base)))
-        forwards["torch.compile(reduce-overhead)"] = forward_of(torch.compile(copy.deepcopy(base), mode="reduce-overhead"))
-        layers_compiled = copy.deepcopy(base)
-        layers = _layers(layers_compiled)
-        for i in range(len(layers)):
-            layers[i] = torch.compile(layers[i])
-        forwards["torch.compile(layers)"] = forward_of(layers_compiled)
+        if "torch.compile" not in skip:
+            forwards["torch.compile"] = forward_of(torch.compile(copy.deepcopy(base)))
+        if "torch.compile(reduce-overhead)" not in skip:
+            forwards["torch.compile(reduce-overhead)"] = forward_of(
+                torch.compile(copy.deepcopy(base), mode="reduce-overhead")
+            )
+        if "torch.compile(layers)" not in skip:
+            layers_compiled = copy.deepcopy(base)
+            layers = _layers(layers_compiled)
+            for i in range(len(layers)):
+                layers[i] = torch.compile(layers[i])
+            forwards["torch.compile(layers)"] = forward_of(layers_compiled)
     else:
         skipped["torch.compile"] = "not run on CPU: inductor compiles C++ for every new shape (minutes)"
         skipped["CUDA graphs"] = "need CUDA"
