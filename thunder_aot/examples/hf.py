@@ -19,7 +19,7 @@ def _randomize(module: nn.Module, seed: int) -> nn.Module:
     with torch.no_grad():
         for p in module.parameters():
             if p.ndim == 1:  # norm weights around 1 (around 0 for Gemma's offset-by-one weight)
-                p.copy_(torch.randn(p.shape, generator=gen) * 0.1 + (p.mean().round()))
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.1 + p.mean().round().item())
             else:
                 p.copy_(torch.randn(p.shape, generator=gen) * p.shape[-1] ** -0.5)
     return module.eval().requires_grad_(False)
