@@ -132,7 +132,8 @@ def run_model_bench(
         skipped["CUDA graphs"] = "need CUDA"
     for backend in backends:
         progress(f"exporting {layer_class.__name__} whole with the {backend} backend at {shapes}")
-        text = export(DecoderLayerCall(copy.deepcopy(_layers(base)[0])), shapes, backend=backend, progress=progress)
+        layer = DecoderLayerCall(copy.deepcopy(_layers(base)[0]).cpu())  # export traces on the CPU
+        text = export(layer, shapes, backend=backend, progress=progress)
         gen = load_module_from_text(text, f"bench_model_{backend}")
         for suffix, graphs in (("", None), (", graphed", "static")) if cuda else (("", None),):
             model = copy.deepcopy(base)
