@@ -69,7 +69,11 @@ def _model_graph(forward: Callable[[torch.Tensor], torch.Tensor], ids: torch.Ten
     with torch.cuda.graph(graph):
         out = forward(static)
     graph.replay()
-    return graph.replay, out
+
+    def replay(static: torch.Tensor = static) -> None:  # the graph reads its ids there: keep them alive
+        graph.replay()
+
+    return replay, out
 
 
 def run_model_bench(
