@@ -224,3 +224,40 @@ def test_kv_cache_layers_run_the_original_layer_for_other_caches():
     torch.testing.assert_close(got, want)
     calls = [dict(a.calls) for a in model.model.layers]
     assert calls == [{"generated": 1, "a StaticCache": 1}] * 2, calls
+
+
+def test_mask_layers_serve_padded_batches_and_calls_without_a_mask():
+    """Layers exported with the attention mask as an input (what transformers passes inside a CUDA
+    graph capture, a compile, or for a padded batch) serve masked and unmasked calls alike."""
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer
+
+    from thunder_aot.examples.hf import tiny_llama
+
+    text = export(ExportRequest("thunder_aot.examples.hf:llama_decoder_layer_mask",
+                                ("[B=1..2]x[S=1..64]x256, 1x[S]x64, 1x[S]x64, [B]x1x[S]x[S]:bool",), backend="torch"),
+                  verify=False)
+    gen = load_module_from_text(text, "gen_llama_decoder_layer_mask")
+    model = tiny_llama()
+    original = copy.deepcopy(model)
+    replace(model, LlamaDecoderLayer, gen.DecoderLayerMaskCall)
+    generator = torch.Generator().manual_seed(torch.seed() >> 1)
+    ids = torch.randint(0, 512, (2, 11), generator=generator)
+    padding = torch.ones(2, 11, dtype=torch.long)
+    padding[1, :4] = 0  # the second sequence is left-padded
+    with torch.no_grad():
+        for mask in (torch.ones_like(padding), padding):
+            got = _UnpaddedLogits(model)(ids, mask)
+            check_outputs(_UnpaddedLogits(original), [ids, mask], got, "tiny llama logits, mask layers")
+    assert [dict(a.calls) for a in model.model.layers] == [{"generated": 2}] * 2
+
+
+class _UnpaddedLogits(torch.nn.Module):
+    """A causal LM's logits at the positions its 2D attention mask keeps (all ones: no mask passed)."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids, mask):
+        logits = self.model(ids, attention_mask=None if bool(mask.all()) else mask, use_cache=False).logits
+        return logits[mask.bool()]

@@ -20,7 +20,7 @@ import collections
 import torch
 from torch import nn
 
-__all__ = ["DecoderLayerCall", "DecoderLayerCacheCall", "LayerAdapter"]
+__all__ = ["DecoderLayerCall", "DecoderLayerCacheCall", "DecoderLayerMaskCall", "LayerAdapter"]
 
 
 class DecoderLayerCall(nn.Module):
@@ -34,6 +34,22 @@ class DecoderLayerCall(nn.Module):
 
     def forward(self, hidden_states: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         out = self.layer(hidden_states, attention_mask=None, position_embeddings=(cos, sin))
+        return out[0] if isinstance(out, tuple) else out
+
+
+class DecoderLayerMaskCall(nn.Module):
+    """A transformers decoder layer with its attention mask as an input: ``forward(hidden_states,
+    cos, sin, attention_mask)``, the mask as transformers' sdpa path builds it (``[batch, 1, seq,
+    seq]`` bool, True where a query attends a key). transformers materializes that mask inside a
+    CUDA-graph capture or a compile, and for padded batches; :class:`DecoderLayerCall` serves the
+    calls without one. Its tensors are the layer's, under ``layer.``."""
+
+    def __init__(self, layer: nn.Module) -> None:
+        super().__init__()
+        self.layer = layer
+
+    def forward(self, hidden_states, cos, sin, attention_mask):
+        out = self.layer(hidden_states, attention_mask=attention_mask, position_embeddings=(cos, sin))
         return out[0] if isinstance(out, tuple) else out
 
 
@@ -104,6 +120,10 @@ class LayerAdapter(nn.Module):
             adapter = cls(layer, generated_class.from_module(DecoderLayerCacheCall(layer)))
             adapter.__dict__["cache"] = _CacheSlots(layer, generated_class)
             return adapter
+        if generated_class.__name__ == DecoderLayerMaskCall.__name__:
+            adapter = cls(layer, generated_class.from_module(DecoderLayerMaskCall(layer)))
+            adapter.__dict__["masks"] = _CausalMasks()
+            return adapter
         return cls(layer, generated_class.from_module(DecoderLayerCall(layer)))
 
     def forward(
@@ -117,16 +137,23 @@ class LayerAdapter(nn.Module):
         position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
         **kwargs,
     ):
-        cache = self.__dict__.get("cache")
-        reason = self._unserved(attention_mask, past_key_values if cache is None else None, position_embeddings, kwargs)
+        cache, masks = self.__dict__.get("cache"), self.__dict__.get("masks")
+        reason = self._unserved(
+            attention_mask if masks is None else None, past_key_values if cache is None else None, position_embeddings,
+            kwargs,
+        )
         if reason is None and cache is not None:
             reason = cache.refusal(past_key_values)
+        if reason is None and masks is not None:
+            reason = masks.refusal(attention_mask, past_key_values)
         if reason is None:
             from thunder_aot.runtime import NoBucketError
 
             generated = self.__dict__["generated"]
             try:
-                if cache is None:
+                if masks is not None:
+                    out = generated(hidden_states, *position_embeddings, masks.mask(attention_mask, hidden_states))
+                elif cache is None:
                     out = generated(hidden_states, *position_embeddings)
                 else:
                     past = cache.past(past_key_values, hidden_states)
@@ -165,6 +192,34 @@ class LayerAdapter(nn.Module):
 
     def extra_repr(self) -> str:
         return f"thunder-aot {type(self.__dict__['generated']).__name__} in front of {type(self.__dict__['layer']).__name__}"
+
+
+class _CausalMasks:
+    """The attention masks a :class:`DecoderLayerMaskCall` module gets: the caller's own (a bool
+    ``[batch, 1, seq, seq]`` mask, as transformers builds it) or, where the caller passes none
+    (transformers leaves it to sdpa's causal flag), a causal mask made once per length and device."""
+
+    def __init__(self) -> None:
+        self._made: dict[tuple[int, int, torch.device], torch.Tensor] = {}
+
+    @staticmethod
+    def refusal(attention_mask, past_key_values) -> str | None:
+        if past_key_values is not None:
+            return "a KV cache"
+        if attention_mask is not None and (attention_mask.dtype != torch.bool or attention_mask.ndim != 4):
+            return f"a {str(attention_mask.dtype).removeprefix('torch.')} attention mask of rank {attention_mask.ndim}"
+        return None
+
+    def mask(self, attention_mask, hidden_states: torch.Tensor) -> torch.Tensor:
+        if attention_mask is not None:
+            return attention_mask
+        key = (hidden_states.shape[0], hidden_states.shape[-2], hidden_states.device)
+        made = self._made.get(key)
+        if made is None:
+            batch, length, device = key
+            causal = torch.ones(length, length, dtype=torch.bool, device=device).tril_()
+            made = self._made[key] = causal.expand(batch, 1, length, length).contiguous()
+        return made
 
 
 class _CacheSlots:

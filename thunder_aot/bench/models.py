@@ -21,6 +21,7 @@ baseline that fails is listed as skipped with the reason, a thunder-aot system t
 
 from __future__ import annotations
 
+import collections
 import copy
 import statistics
 from collections.abc import Callable
@@ -38,14 +39,15 @@ SKIPPABLE = ("torch.compile", "torch.compile(reduce-overhead)", "torch.compile(l
 DEFAULT_SIZES = (1, 2, 4, 8, 15, 16, 32, 64, 128, 256, 512, 568, 1024, 1369, 2048)
 
 
-def layer_shapes(model: torch.nn.Module, max_tokens: int) -> str:
+def layer_shapes(model: torch.nn.Module, max_tokens: int, mask: bool = False) -> str:
     """The bucket of a decoder layer of ``model`` called as ``DecoderLayerCall``: hidden states and
-    the rotary cos and sin, 1 to ``max_tokens`` tokens, in the model's dtype."""
+    the rotary cos and sin, 1 to ``max_tokens`` tokens, in the model's dtype (``mask``: and the
+    attention mask, as ``DecoderLayerMaskCall``)."""
     config = model.config
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
     return (f"1x[S=1..{max(2, max_tokens)}]x{config.hidden_size}:{dtype}, 1x[S]x{head_dim}:{dtype}, "
-            f"1x[S]x{head_dim}:{dtype}")
+            f"1x[S]x{head_dim}:{dtype}" + (", 1x1x[S]x[S]:bool" if mask else ""))
 
 
 def _layers(model: torch.nn.Module) -> torch.nn.ModuleList:
@@ -92,7 +94,7 @@ def run_model_bench(
     from thunder_aot.api import export
     from thunder_aot.exporter import versions
     from thunder_aot.exporter.resolve import resolve_module
-    from thunder_aot.layers import DecoderLayerCall
+    from thunder_aot.layers import DecoderLayerCall, DecoderLayerMaskCall
     from thunder_aot.verify import load_module_from_text
     from thunder_aot.verify.judge import judge
 
@@ -106,12 +108,11 @@ def run_model_bench(
         "thunder.jit / thunderfx": "left out: minutes of compile per token count for a whole model",
     }
     forwards: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {}
-    models: dict[str, torch.nn.Module] = {}
+    swapped: dict[str, torch.nn.Module] = {}  # the thunder-aot systems' models, to count their layers' calls
 
     def forward_of(model: torch.nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
         return lambda ids: model(ids, use_cache=False, logits_to_keep=1).logits
 
-    models["Eager"] = base
     unknown = skip - set(SKIPPABLE)
     if unknown:
         raise ExportError(f"bench --skip {','.join(sorted(unknown))}: expected some of {', '.join(SKIPPABLE)}")
@@ -135,16 +136,25 @@ def run_model_bench(
         skipped["torch.compile"] = "not run on CPU: inductor compiles C++ for every new shape (minutes)"
         skipped["CUDA graphs"] = "need CUDA"
     for backend in backends:
-        progress(f"exporting {layer_class.__name__} whole with the {backend} backend at {shapes}")
-        layer = DecoderLayerCall(copy.deepcopy(_layers(base)[0]).cpu())  # export traces on the CPU
-        text = export(layer, shapes, backend=backend, progress=progress)
-        gen = load_module_from_text(text, f"bench_model_{backend}")
-        for suffix, graphs in (("", None), (", graphed", "static")) if cuda else (("", None),):
+        layer = copy.deepcopy(_layers(base)[0]).cpu()  # export traces on the CPU
+        gen = {}
+        for call in (DecoderLayerCall, DecoderLayerMaskCall) if cuda else (DecoderLayerCall,):
+            call_shapes = layer_shapes(base, max(sizes), mask=call is DecoderLayerMaskCall)
+            progress(f"exporting {layer_class.__name__} as {call.__name__} with the {backend} backend at {call_shapes}")
+            text = export(call(layer), call_shapes, backend=backend, progress=progress)
+            gen[call] = getattr(load_module_from_text(text, f"bench_model_{backend}_{call.__name__}"), call.__name__)
+        # per call: no mask (transformers leaves causality to sdpa); inside a capture transformers
+        # materializes the causal mask, which the mask layers take
+        for suffix, call, graphs in (("", DecoderLayerCall, None), (", graphed", DecoderLayerCall, "static"),
+                                     (", model graph", DecoderLayerMaskCall, None)):
+            if not cuda and (graphs or suffix):
+                continue
             model = copy.deepcopy(base)
-            replace(model, layer_class, gen.DecoderLayerCall, cuda_graphs=graphs)
-            models[f"thunder-aot({backend}) layers{suffix}"] = model
+            replace(model, layer_class, gen[call], cuda_graphs=graphs)
             forwards[f"thunder-aot({backend}) layers{suffix}"] = forward_of(model)
-    model_graphs = ["Eager", *[f"thunder-aot({b}) layers" for b in backends]] if cuda else []
+            swapped[f"thunder-aot({backend}) layers{suffix}"] = model
+    model_graphs = {"Eager, model graph": "Eager",
+                    **{f"thunder-aot({b}) layers, model graph": f"thunder-aot({b}) layers, model graph" for b in backends}}
 
     report = Report(title=f"{type(base).__name__} ({source}), {len(_layers(base))} layers, per forward",
                     command=command, device=torch.cuda.get_device_name() if cuda else "CPU", versions=versions(),
@@ -164,15 +174,16 @@ def run_model_bench(
             systems: dict[str, Call] = {}
             outputs: dict[str, torch.Tensor] = {}
             for name, forward in forwards.items():
-                systems[name] = lambda forward=forward: forward(ids)
-            for name in model_graphs:
+                if name not in model_graphs:
+                    systems[name] = lambda forward=forward: forward(ids)
+            for name, forward_name in model_graphs.items() if cuda else ():
                 try:
-                    replay, out = _model_graph(forwards[name], ids)
+                    replay, out = _model_graph(forwards[forward_name], ids)
                 except Exception as e:  # noqa: BLE001 - reported with the reason
-                    skipped[f"{name}, model graph"] = f"at {point}: capture failed: {type(e).__name__}: {str(e)[:160]}"
+                    skipped[name] = f"at {point}: capture failed: {type(e).__name__}: {str(e)[:160]}"
                     continue
-                systems[f"{name}, model graph"] = replay
-                outputs[f"{name}, model graph"] = out
+                systems[name] = replay
+                outputs[name] = out
             for name, fn in list(systems.items()):
                 try:
                     got = outputs[name] if name in outputs else fn()
@@ -191,6 +202,12 @@ def run_model_bench(
                     m.device_us = device_time_us(fn, calls=20)
                 report.measurements.append(m)
         progress(f"{point}: " + ", ".join(f"{n} {statistics.median(v):.0f} µs" for n, v in samples.items()))
+        for name, model in swapped.items():  # a layer that ran its original would time eager, not ours
+            fallbacks = collections.Counter()
+            for layer in _layers(model):
+                fallbacks.update({why: n for why, n in layer.calls.items() if why != "generated"})
+            if fallbacks:
+                skipped[f"{name}: original layers ran"] = ", ".join(f"{n} calls with {why}" for why, n in fallbacks.items())
         report.skipped = skipped
         checkpoint(report)
     report.skipped = skipped

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from thunder_aot.layers import DecoderLayerCacheCall, DecoderLayerCall
+from thunder_aot.layers import DecoderLayerCacheCall, DecoderLayerCall, DecoderLayerMaskCall
 
 HIDDEN = 256
 
@@ -262,3 +262,10 @@ def llama_decoder_layer_cache():
     from transformers.models.llama.modeling_llama import LlamaDecoderLayer
 
     return _randomize(DecoderLayerCacheCall(LlamaDecoderLayer(llama_config(), layer_idx=0)), 17)
+
+
+def llama_decoder_layer_mask():
+    """:func:`llama_decoder_layer` with the attention mask as an input (what a CUDA-graph capture gets)."""
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer
+
+    return _randomize(DecoderLayerMaskCall(LlamaDecoderLayer(llama_config(), layer_idx=0)), 17)
