@@ -169,3 +169,19 @@ def test_replace_refuses_cuda_graphs_for_kv_cache_layers():
     with pytest.raises(ValueError, match="a graph per cache length"):
         replace(model, LlamaDecoderLayer, DecoderLayerCacheCall, cuda_graphs="fresh")
     assert type(model.model.layers[0]) is LlamaDecoderLayer  # nothing replaced
+
+
+def test_setting_paths_step_through_module_containers_and_items():
+    """A recorded setting path may pass through a ModuleList (``layers.0.self_attn.layer_idx``, as in
+    a module holding a model's layers) and through dict and list items; a missing step is named."""
+    layers = torch.nn.ModuleList([torch.nn.Module(), torch.nn.Module()])
+    layers[1].eps = 1e-6
+    layers[1].opts = {"bias": [False, True]}
+    owner = torch.nn.Module()
+    owner.layers = layers
+    assert rt.setting(owner, "layers.1.eps") == 1e-6
+    assert rt.setting(owner, "layers.1.opts['bias'][1]") is True
+    with pytest.raises(ValueError, match="no setting 'layers.2.eps'"):
+        rt.setting(owner, "layers.2.eps")
+    with pytest.raises(ValueError, match="cannot read the setting path"):
+        rt.setting(owner, "layers..eps")

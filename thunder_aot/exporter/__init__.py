@@ -132,24 +132,27 @@ def _sample_args(bucket: Bucket, env: dict[str, int]) -> list[torch.Tensor]:
 POSITION_SETTINGS = frozenset({"layer_idx"})
 
 
-def _trace_ignores(module, path, other, program, bucket, env, index, input_names, claimable) -> bool:
-    """Whether tracing with setting ``path`` set to ``other`` gives ``program`` again."""
+def _trace_ignores(module, others: dict[str, int], program, bucket, env, index, input_names, claimable) -> bool:
+    """Whether tracing with each setting ``path`` of ``others`` set to its value gives ``program`` again."""
     from thunder_aot.exporter.lower import Lowerer
     from thunder_aot.exporter.trace import trace_module
 
     from thunder_aot.runtime import setting
 
-    parent, _, name = path.rpartition(".")  # POSITION_SETTINGS are attributes: the path ends in ".name"
-    owner = setting(module, parent) if parent else module
-    before = getattr(owner, name)
-    setattr(owner, name, other)
+    saved = []
+    for path, other in others.items():
+        parent, _, name = path.rpartition(".")  # POSITION_SETTINGS are attributes: the path ends in ".name"
+        owner = setting(module, parent) if parent else module
+        saved.append((owner, name, getattr(owner, name)))
+        setattr(owner, name, other)
     try:
         traced = trace_module(module, _sample_args(bucket, env), input_names, claimable)
         return Lowerer(traced, input_names).lower(index, bucket)[0] == program
     except ExportError:
         return False
     finally:
-        setattr(owner, name, before)
+        for owner, name, before in reversed(saved):
+            setattr(owner, name, before)
 
 
 def trace_bucket(
@@ -180,13 +183,23 @@ def trace_bucket(
                 "expected a tensor or a tuple of tensors"
             )
         concrete.append(program)
-    for path in [p for p, v in attributes.items() if p.rpartition(".")[2] in POSITION_SETTINGS and type(v) is int]:
-        value = attributes[path]
-        if all(_trace_ignores(module, path, other, concrete[0], bucket, envs[0], index, input_names, claimable)
-               for other in (value + 1, value + 7)):
-            del attributes[path]
-            progress(f"{path} does not change the trace ({value + 1} and {value + 7} trace as {value} does): "
-                     "the module serves any")
+    positions = {p: v for p, v in attributes.items() if p.rpartition(".")[2] in POSITION_SETTINGS and type(v) is int}
+
+    def ignored(paths: list[str]) -> bool:
+        return all(
+            _trace_ignores(module, {p: positions[p] + step for p in paths}, concrete[0], bucket, envs[0], index,
+                           input_names, claimable)
+            for step in (1, 7)
+        )
+
+    # all at once (a model's layers), else one by one
+    for paths in [list(positions)] if len(positions) > 1 and ignored(list(positions)) else [[p] for p in positions]:
+        if len(paths) > 1 or ignored(paths):
+            for path in paths:
+                del attributes[path]
+            shown = paths[0] if len(paths) == 1 else f"{paths[0]} and {len(paths) - 1} more"
+            progress(f"{shown} {'do' if len(paths) > 1 else 'does'} not change the trace (the next and the 7th next "
+                     "value trace alike): the module serves any")
     if bucket.is_exact:
         return concrete[0], program_inputs, returns_tuple, attributes
     general = generalize(concrete[:2], envs[:2])

@@ -151,13 +151,14 @@ GLOBAL_BACKWARD_PRE_HOOKS = torch.nn.modules.module._global_backward_pre_hooks
 GLOBAL_BACKWARD_HOOKS = torch.nn.modules.module._global_backward_hooks
 
 
-_SETTING_STEP = re.compile(r"\.?([A-Za-z_][A-Za-z_0-9]*)|\[('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|-?\d+)\]")
+_SETTING_STEP = re.compile(r"\.?([A-Za-z_][A-Za-z_0-9]*|(?<=\.)\d+)|\[('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|-?\d+)\]")
 
 
 def setting(source: object, path: str) -> object:
     """The value at ``path`` of ``source``: attributes and items at any depth, as the export
     recorded them (``variance_epsilon``, ``config.rope_theta``, ``opts['bias']``); a missing one
-    raises ValueError naming the path."""
+    raises ValueError naming the path. A numeric step after a dot is a submodule of a container
+    (``layers.0.self_attn``), read as torch's ``get_submodule`` does."""
     value, at = source, 0
     while at < len(path):
         step = _SETTING_STEP.match(path, at)
