@@ -108,11 +108,11 @@ def test_model_bench_on_cpu_checks_and_times_whole_forwards(tmp_path):
     """bench --model (issue 19) on CPU: the decoder layers exported whole and swapped in, every
     system's logits judged against eager's before timing; what needs CUDA is listed as skipped."""
     out = tmp_path / "model"
-    result = run_cli("bench", "thunder_aot.examples.hf:tiny_llama", "--model", "--backends", "torch", "--sizes", "1,9",
-                     "--rounds", "1", "--min-run-time", "0.01", "--out", str(out))
+    result = run_cli("bench", "thunder_aot.examples.hf:tiny_llama", "--model", "--stack", "--backends", "torch",
+                     "--sizes", "1,9", "--rounds", "1", "--min-run-time", "0.01", "--out", str(out))
     assert result.returncode == 0, result.stderr
     report = json.loads((out / "bench.json").read_text())
-    assert report["systems"] == ["Eager", "thunder-aot(torch) layers"]
+    assert report["systems"] == ["Eager", "thunder-aot(torch) layers", "thunder-aot(torch) stack"]
     assert report["points"] == ["S=1", "S=9"]
     assert {(m["system"], m["point"]) for m in report["measurements"]} == {
         (s, p) for s in report["systems"] for p in report["points"]

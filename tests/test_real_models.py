@@ -12,6 +12,7 @@ import torch
 from tests.examples import HF_SUBMODULES
 from tests.helpers import Logits
 from thunder_aot import replace
+from thunder_aot.errors import ExportError
 from thunder_aot.exporter import ExportRequest, build_program, export
 from thunder_aot.model import TorchCall
 from thunder_aot.verify import load_module_from_text
@@ -261,3 +262,48 @@ class _UnpaddedLogits(torch.nn.Module):
     def forward(self, ids, mask):
         logits = self.model(ids, attention_mask=None if bool(mask.all()) else mask, use_cache=False).logits
         return logits[mask.bool()]
+
+
+def test_whole_decoder_stack_serves_a_causal_lms_last_token_forward():
+    """A causal LM's whole decoder stack exported as one module (DecoderStackCall): StackAdapter runs
+    it for forwards without a cache that keep the last logits (judged against float64), the model's
+    own forward for every other call, and refuses a model whose forward is not that stack."""
+    from thunder_aot.examples.hf import tiny_llama
+    from thunder_aot.layers import StackAdapter
+
+    text = export(ExportRequest("thunder_aot.examples.hf:tiny_llama_stack", ("1x[S=1..64]x256",), backend="torch"),
+                  verify=False)
+    gen = load_module_from_text(text, "gen_tiny_llama_stack")
+    model = tiny_llama()
+    generator = torch.Generator().manual_seed(torch.seed() >> 1)
+    ids = torch.randint(0, 512, (1, 23), generator=generator)
+    adapter = StackAdapter(model, gen.DecoderStackCall, check_ids=ids)
+    assert list(adapter.state_dict()) == list(model.state_dict())
+    with torch.no_grad():
+        for tokens in (1, 2, 64):
+            ids = torch.randint(0, 512, (1, tokens), generator=generator)
+            got = adapter(ids, use_cache=False, logits_to_keep=1).logits
+            check_outputs(_LastLogitsOf(model), [ids], got, f"stack at {tokens} tokens")
+        adapter(ids)  # a cache and all logits: the model's forward
+        adapter(torch.randint(0, 512, (1, 65), generator=generator), use_cache=False, logits_to_keep=1)
+    assert dict(adapter.calls) == {"generated": 4, "a cache or all logits": 1, "outside every bucket": 1}
+
+    from transformers.models.llama.modeling_llama import LlamaModel
+
+    class ScaledLlamaModel(LlamaModel):  # scales its embeddings, as Gemma's model does: not the stack
+        def forward(self, input_ids=None, inputs_embeds=None, **kwargs):
+            return super().forward(inputs_embeds=self.embed_tokens(input_ids) * 2.0, **kwargs)
+
+    scaled = tiny_llama()
+    scaled.model.__class__ = ScaledLlamaModel
+    with pytest.raises(ExportError, match="forward against its decoder stack"):
+        StackAdapter(scaled, gen.DecoderStackCall, check_ids=ids[:, :8])
+
+
+class _LastLogitsOf(torch.nn.Module):
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids):
+        return self.model(ids, use_cache=False, logits_to_keep=1).logits

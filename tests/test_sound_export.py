@@ -215,3 +215,35 @@ def test_layer_idx_is_a_setting_only_where_it_changes_the_trace():
     assert cls.EXPORTED_SETTINGS["layer_idx"] == 0
     with pytest.raises(ValueError, match="exported for layer_idx=0; the source has 5"):
         cls.from_module(IndexedBlock(5, scaled=True))
+
+
+def test_traces_that_differ_in_value_names_alone_generalize_and_other_structure_does_not():
+    """Thunder numbers proxies with a counter other work may advance (a 16-layer stack traced at two
+    sizes came out t347 vs t349 in one run of two): traces equal up to a one-to-one renaming of
+    values are one program; a trace whose references point elsewhere is still refused."""
+    import dataclasses
+
+    from thunder_aot.exporter import build_program
+    from thunder_aot.exporter.generalize import _renamed, _value_names, generalize, instantiate
+    from thunder_aot.model import Ref
+
+    program, _, _ = build_program(
+        ExportRequest("thunder_aot.examples.blocks:residual_rmsnorm", ("1x[S=1..64]x2880:bf16, 1x[S]x2880:bf16",),
+                      backend="torch"), progress=lambda m: None)
+    general = program.programs[0]
+    envs = [{"S": 64}, {"S": 7}]
+    first, second = (instantiate(general, env) for env in envs)
+    names = list(dict.fromkeys(_value_names(second, [])))
+    shifted = _renamed(second, {n: f"x{k + 2}" for k, n in enumerate(names)})
+    assert shifted != second and not set(_value_names(shifted, [])) & set(names)
+    assert generalize([first, shifted], envs) == general
+
+    # the same renaming, but one op now reads another value: a different program
+    region = next(s for s in shifted.steps if hasattr(s, "ops"))
+    k, op = next((k, op) for k, op in enumerate(region.ops) if sum(isinstance(a, Ref) for a in op.args) >= 1)
+    other = next(v.name for v in region.inputs if Ref(v.name) not in op.args)
+    args = tuple(Ref(other) if isinstance(a, Ref) else a for a in op.args)
+    broken_region = dataclasses.replace(region, ops=region.ops[:k] + (dataclasses.replace(op, args=args),) + region.ops[k + 1:])
+    broken = dataclasses.replace(shifted, steps=tuple(broken_region if s is region else s for s in shifted.steps))
+    with pytest.raises(ExportError, match="one trace cannot serve the bucket"):
+        generalize([first, broken], envs)

@@ -113,6 +113,9 @@ def parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="time eager, Thunder, torch.compile and thunder-aot side by side")
     bench.add_argument("source", help="import path of the module (as for export); with --model, of a transformers causal LM")
     bench.add_argument("--shapes", action="append", help="buckets, as for export (required without --model)")
+    bench.add_argument("--stack", action="store_true",
+                       help="with --model: also export the whole decoder stack as one module (Thunder traces it "
+                       "layer by layer: minutes for a 16-layer model)")
     bench.add_argument("--model", action="store_true",
                        help="SOURCE is a whole causal LM: time forwards (eager, torch.compile default / reduce-overhead / "
                        "per layer, thunder-aot whole decoder layers with and without CUDA graphs) at --sizes tokens")
@@ -306,7 +309,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             raise ExportError("bench --model: the layers' buckets follow from the model and --sizes; drop --shapes")
         backends = [b for b in args.backends.split(",") if b]
         report = run_model_bench(args.source, backends, sizes=sizes, rounds=args.rounds, min_run_time=args.min_run_time,
-                                 skip=frozenset(x for x in args.skip.split(",") if x), command=command,
+                                 skip=frozenset(x for x in args.skip.split(",") if x), stack=args.stack, command=command,
                                  progress=_progress, checkpoint=checkpoint)
     elif not args.shapes:
         raise ExportError("bench: --shapes is required (or --model for a whole causal LM)")

@@ -20,7 +20,9 @@ import collections
 import torch
 from torch import nn
 
-__all__ = ["DecoderLayerCall", "DecoderLayerCacheCall", "DecoderLayerMaskCall", "LayerAdapter"]
+__all__ = [
+    "DecoderLayerCall", "DecoderLayerCacheCall", "DecoderLayerMaskCall", "DecoderStackCall", "LayerAdapter", "StackAdapter",
+]
 
 
 class DecoderLayerCall(nn.Module):
@@ -287,3 +289,88 @@ def _empty_past_shape(generated_class: type) -> tuple[int, int, int] | None:
         if len(past) == 4 and past[2] == 0 and isinstance(past[1], int) and isinstance(past[3], int):
             return (past[1], 0, past[3])
     return None
+
+
+class DecoderStackCall(nn.Module):
+    """A decoder-only transformers causal LM from its input embeddings to the last token's logits:
+    ``forward(inputs_embeds)`` runs the rotary embedding, every decoder layer (causal attention, no
+    mask, no cache), the final norm and the LM head, as ``model(input_ids, use_cache=False,
+    logits_to_keep=1)`` does after the embedding lookup. Export it to get the whole stack as one
+    generated module (one dispatch per forward instead of one per layer). It follows the layout of
+    Llama-like models (``model.model.rotary_emb``, ``.layers``, ``.norm``, ``model.lm_head``); a
+    model whose forward does more (Gemma scales its embeddings) is refused by :class:`StackAdapter`'s
+    check. Its tensors are the model's, under ``model.``."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, inputs_embeds: torch.Tensor) -> torch.Tensor:
+        base = self.model.model
+        positions = torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device).unsqueeze(0)
+        position_embeddings = base.rotary_emb(inputs_embeds, positions)
+        hidden_states = inputs_embeds
+        for layer in base.layers:
+            out = layer(hidden_states, attention_mask=None, position_embeddings=position_embeddings)
+            hidden_states = out[0] if isinstance(out, tuple) else out
+        return self.model.lm_head(base.norm(hidden_states)[:, -1:, :])
+
+
+class StackAdapter(nn.Module):
+    """A causal LM whose ``forward(input_ids, use_cache=False, logits_to_keep=1)`` runs the embedding
+    lookup and a module generated from :class:`DecoderStackCall`; every other call (a cache, a mask,
+    other logits, shapes outside the buckets) runs the model's own forward, counted in
+    :attr:`calls`. Its submodules are the model's (``state_dict`` keys unchanged).
+
+    ``check_ids``: token ids on which the model's forward and the stack are compared at
+    construction (float64 judgement), refusing a model whose forward is not the stack's."""
+
+    def __init__(self, model: nn.Module, generated_class: type, check_ids: torch.Tensor | None = None) -> None:
+        super().__init__()
+        for name, child in model.named_children():
+            self.add_module(name, child)
+        self.__dict__["causal_lm"] = model
+        self.__dict__["generated"] = generated_class.from_module(DecoderStackCall(model))
+        self.calls: collections.Counter[str] = collections.Counter()
+        if check_ids is not None:
+            from thunder_aot.verify.judge import check_outputs
+
+            with torch.no_grad():
+                check_outputs(_LastLogits(model), [check_ids], self(check_ids, use_cache=False, logits_to_keep=1).logits,
+                              f"{type(model).__name__} forward against its decoder stack")
+
+    @property
+    def config(self):
+        return self.__dict__["causal_lm"].config
+
+    def forward(self, input_ids=None, *args, use_cache=None, logits_to_keep=0, **kwargs):
+        model = self.__dict__["causal_lm"]
+        reason = None
+        if args or any(v is not None for v in kwargs.values()):
+            reason = "other arguments"
+        elif use_cache is not False or logits_to_keep != 1 or not isinstance(input_ids, torch.Tensor):
+            reason = "a cache or all logits"
+        if reason is None:
+            from thunder_aot.runtime import NoBucketError
+
+            try:
+                logits = self.__dict__["generated"](model.model.embed_tokens(input_ids))
+            except NoBucketError:
+                reason = "outside every bucket"
+            else:
+                from transformers.modeling_outputs import CausalLMOutputWithPast
+
+                self.calls["generated"] += 1
+                return CausalLMOutputWithPast(logits=logits)
+        self.calls[reason] += 1
+        return model(input_ids, *args, use_cache=use_cache, logits_to_keep=logits_to_keep, **kwargs)
+
+
+class _LastLogits(nn.Module):
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids):
+        return self.model(input_ids, use_cache=False, logits_to_keep=1).logits
+

@@ -45,9 +45,13 @@ def layer_shapes(model: torch.nn.Module, max_tokens: int, mask: bool = False) ->
     attention mask, as ``DecoderLayerMaskCall``)."""
     config = model.config
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-    dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
+    dtype = _dtype(model)
     return (f"1x[S=1..{max(2, max_tokens)}]x{config.hidden_size}:{dtype}, 1x[S]x{head_dim}:{dtype}, "
             f"1x[S]x{head_dim}:{dtype}" + (", 1x1x[S]x[S]:bool" if mask else ""))
+
+
+def _dtype(model: torch.nn.Module) -> str:
+    return str(next(model.parameters()).dtype).removeprefix("torch.")
 
 
 def _layers(model: torch.nn.Module) -> torch.nn.ModuleList:
@@ -86,6 +90,7 @@ def run_model_bench(
     rounds: int = 3,
     min_run_time: float = 0.1,
     skip: frozenset[str] = frozenset(),
+    stack: bool = False,
     command: str = "",
     progress: Callable[[str], None] = lambda m: None,
     checkpoint: Callable[[Report], None] = lambda r: None,
@@ -94,7 +99,7 @@ def run_model_bench(
     from thunder_aot.api import export
     from thunder_aot.exporter import versions
     from thunder_aot.exporter.resolve import resolve_module
-    from thunder_aot.layers import DecoderLayerCall, DecoderLayerMaskCall
+    from thunder_aot.layers import DecoderLayerCall, DecoderLayerMaskCall, DecoderStackCall, StackAdapter
     from thunder_aot.verify import load_module_from_text
     from thunder_aot.verify.judge import judge
 
@@ -108,7 +113,7 @@ def run_model_bench(
         "thunder.jit / thunderfx": "left out: minutes of compile per token count for a whole model",
     }
     forwards: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {}
-    swapped: dict[str, torch.nn.Module] = {}  # the thunder-aot systems' models, to count their layers' calls
+    swapped: dict[str, list] = {}  # the thunder-aot systems' adapters, to count the calls they passed on
 
     def forward_of(model: torch.nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
         return lambda ids: model(ids, use_cache=False, logits_to_keep=1).logits
@@ -152,7 +157,15 @@ def run_model_bench(
             model = copy.deepcopy(base)
             replace(model, layer_class, gen[call], cuda_graphs=graphs)
             forwards[f"thunder-aot({backend}) layers{suffix}"] = forward_of(model)
-            swapped[f"thunder-aot({backend}) layers{suffix}"] = model
+            swapped[f"thunder-aot({backend}) layers{suffix}"] = list(_layers(model))
+        if stack:  # the whole decoder stack as one module (Thunder traces it layer by layer: minutes)
+            stack_shapes = f"1x[S=1..{max(2, max(sizes))}]x{base.config.hidden_size}:{_dtype(base)}"
+            progress(f"exporting the decoder stack with the {backend} backend at {stack_shapes}")
+            text = export(DecoderStackCall(copy.deepcopy(base).cpu()), stack_shapes, backend=backend, progress=progress)
+            stack_class = load_module_from_text(text, f"bench_model_{backend}_stack").DecoderStackCall
+            adapter = StackAdapter(copy.deepcopy(base), stack_class)
+            forwards[f"thunder-aot({backend}) stack"] = forward_of(adapter)
+            swapped[f"thunder-aot({backend}) stack"] = [adapter]
     model_graphs = {"Eager, model graph": "Eager",
                     **{f"thunder-aot({b}) layers, model graph": f"thunder-aot({b}) layers, model graph" for b in backends}}
 
@@ -202,10 +215,10 @@ def run_model_bench(
                     m.device_us = device_time_us(fn, calls=20)
                 report.measurements.append(m)
         progress(f"{point}: " + ", ".join(f"{n} {statistics.median(v):.0f} µs" for n, v in samples.items()))
-        for name, model in swapped.items():  # a layer that ran its original would time eager, not ours
+        for name, adapters in swapped.items():  # an adapter that ran the original would time eager, not ours
             fallbacks = collections.Counter()
-            for layer in _layers(model):
-                fallbacks.update({why: n for why, n in layer.calls.items() if why != "generated"})
+            for adapter in adapters:
+                fallbacks.update({why: n for why, n in adapter.calls.items() if why != "generated"})
             if fallbacks:
                 skipped[f"{name}: original layers ran"] = ", ".join(f"{n} calls with {why}" for why, n in fallbacks.items())
         report.skipped = skipped

@@ -269,3 +269,10 @@ def llama_decoder_layer_mask():
     from transformers.models.llama.modeling_llama import LlamaDecoderLayer
 
     return _randomize(DecoderLayerMaskCall(LlamaDecoderLayer(llama_config(), layer_idx=0)), 17)
+
+
+def tiny_llama_stack():
+    """:func:`tiny_llama`'s decoder stack (embeddings in, last-token logits out) as one module."""
+    from thunder_aot.layers import DecoderStackCall
+
+    return DecoderStackCall(tiny_llama())

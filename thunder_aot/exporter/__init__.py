@@ -147,7 +147,9 @@ def _trace_ignores(module, others: dict[str, int], program, bucket, env, index, 
         setattr(owner, name, other)
     try:
         traced = trace_module(module, _sample_args(bucket, env), input_names, claimable)
-        return Lowerer(traced, input_names).lower(index, bucket)[0] == program
+        from thunder_aot.exporter.generalize import align_names
+
+        return align_names(Lowerer(traced, input_names).lower(index, bucket)[0], program) == program
     except ExportError:
         return False
     finally:
@@ -159,7 +161,7 @@ def trace_bucket(
     module: torch.nn.Module, bucket: Bucket, index: int, input_names: list[str], backend: Backend, progress: Progress
 ) -> tuple[BucketProgram, list[ProgramInput], bool, dict[str, object]]:
     from thunder_aot.exporter.trace import prims, trace_module  # first: it imports thunder with its warnings silenced
-    from thunder_aot.exporter.generalize import first_difference, generalize, instantiate
+    from thunder_aot.exporter.generalize import align_names, first_difference, generalize, instantiate
     from thunder_aot.exporter.lower import Lowerer
 
     claimable = [p for p in prims.PrimIDs if p.name.lower() in backend.prims]
@@ -204,7 +206,7 @@ def trace_bucket(
         return concrete[0], program_inputs, returns_tuple, attributes
     general = generalize(concrete[:2], envs[:2])
     for env, program in zip(envs[2:], concrete[2:]):
-        diff = first_difference(instantiate(general, env), program)
+        diff = first_difference(instantiate(general, env), align_names(program, general))
         if diff is not None:
             raise EdgeMismatch(
                 f"bucket {format_bucket(bucket)}: the trace at {env} differs from the traces at {envs[0]} and "

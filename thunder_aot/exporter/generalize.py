@@ -17,7 +17,9 @@ from __future__ import annotations
 import dataclasses
 
 from thunder_aot.errors import ExportError
-from thunder_aot.model import Bucket, BucketProgram, Const, DimRange, PrimOp, SizeArg, SymDim, TensorSpec, TorchCall
+from thunder_aot.model import (
+    Bucket, BucketProgram, Const, DimRange, PrimOp, Ref, SizeArg, SymDim, TensorSpec, TorchCall, Value,
+)
 
 
 
@@ -102,8 +104,50 @@ def _unify_field(name: str, items: list[object], envs: list[dict[str, int]], pat
         return ()
 
 
+def _value_names(obj: object, out: list[str]) -> list[str]:
+    """Every value name ``obj`` mentions (definitions and references), in traversal order."""
+    if isinstance(obj, (Value, Ref)):
+        out.append(obj.name)
+    elif isinstance(obj, BucketProgram):
+        _value_names((obj.inputs, obj.steps), out)
+        out.extend(obj.outputs)
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, Bucket):
+        for f in dataclasses.fields(obj):
+            _value_names(getattr(obj, f.name), out)
+    elif isinstance(obj, tuple):
+        for item in obj:
+            _value_names(item, out)
+    return out
+
+
+def _renamed(obj: object, names: dict[str, str]) -> object:
+    if isinstance(obj, (Value, Ref)):
+        return dataclasses.replace(obj, name=names.get(obj.name, obj.name))
+    if isinstance(obj, BucketProgram):
+        return dataclasses.replace(obj, inputs=_renamed(obj.inputs, names), steps=_renamed(obj.steps, names),
+                                   outputs=tuple(names.get(n, n) for n in obj.outputs))
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, Bucket):
+        return dataclasses.replace(obj, **{f.name: _renamed(getattr(obj, f.name), names) for f in dataclasses.fields(obj)})
+    if isinstance(obj, tuple):
+        return tuple(_renamed(item, names) for item in obj)
+    return obj
+
+
+def align_names(program: BucketProgram, like: BucketProgram) -> BucketProgram:
+    """``program`` with its values named as ``like`` names the value in the same place (by first
+    mention). Thunder numbers its proxies with a counter that other work in the trace may advance,
+    so two traces of one computation can differ in names alone; the rename is one-to-one, so a
+    trace that differs in structure still differs after it."""
+    ours = list(dict.fromkeys(_value_names(program, [])))
+    theirs = list(dict.fromkeys(_value_names(like, [])))
+    if len(ours) != len(theirs) or ours == theirs:
+        return program
+    return _renamed(program, dict(zip(ours, theirs)))  # type: ignore[return-value]
+
+
 def generalize(programs: list[BucketProgram], envs: list[dict[str, int]]) -> BucketProgram:
     """One program whose sizes are expressed in the dynamic dims, or ExportError naming the difference."""
+    programs = [programs[0], *(align_names(p, programs[0]) for p in programs[1:])]
     try:
         return _unify(programs, envs, "program")  # type: ignore[return-value]
     except _Mismatch as e:
@@ -151,6 +195,7 @@ def first_difference(a: object, b: object, path: str = "program") -> str | None:
 def _same_program(general: BucketProgram, concrete: BucketProgram, env: dict[str, int]) -> bool:
     """Whether ``general`` at sizes ``env`` computes exactly what ``concrete`` does."""
     at = instantiate((general.inputs, general.steps, general.outputs), env)
+    concrete = align_names(concrete, general)
     return first_difference(at, (concrete.inputs, concrete.steps, concrete.outputs)) is None
 
 
