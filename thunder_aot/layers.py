@@ -20,6 +20,8 @@ import collections
 import torch
 from torch import nn
 
+from thunder_aot.runtime import adopt_state
+
 __all__ = [
     "DecoderLayerCall", "DecoderLayerCacheCall", "DecoderLayerMaskCall", "DecoderStackCall", "LayerAdapter", "StackAdapter",
 ]
@@ -102,12 +104,7 @@ class LayerAdapter(nn.Module):
 
     def __init__(self, layer: nn.Module, generated: nn.Module) -> None:
         super().__init__()
-        for name, child in layer.named_children():
-            self.add_module(name, child)
-        for name, parameter in layer.named_parameters(recurse=False):
-            self.register_parameter(name, parameter)
-        for name, buffer in layer.named_buffers(recurse=False):
-            self.register_buffer(name, buffer, persistent=name not in layer._non_persistent_buffers_set)
+        adopt_state(self, layer)
         self.__dict__["layer"] = layer
         self.__dict__["generated"] = generated
         #: calls served by the generated module ("generated") and by the original layer, by reason
@@ -327,8 +324,7 @@ class StackAdapter(nn.Module):
 
     def __init__(self, model: nn.Module, generated_class: type, check_ids: torch.Tensor | None = None) -> None:
         super().__init__()
-        for name, child in model.named_children():
-            self.add_module(name, child)
+        adopt_state(self, model)
         self.__dict__["causal_lm"] = model
         self.__dict__["generated"] = generated_class.from_module(DecoderStackCall(model))
         self.calls: collections.Counter[str] = collections.Counter()

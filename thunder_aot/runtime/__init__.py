@@ -32,6 +32,7 @@ __all__ = [
     "GLOBAL_FORWARD_PRE_HOOKS",
     "GUARD_LIMIT",
     "GeneratedModule",
+    "adopt_state",
     "NoBucketError",
     "bad_input",
     "bad_state",
@@ -170,6 +171,17 @@ def setting(source: object, path: str) -> object:
             raise ValueError(f"the source has no setting {path!r} ({type(e).__name__}: {e})") from None
         at = step.end()
     return value
+
+
+def adopt_state(wrapper: torch.nn.Module, module: torch.nn.Module) -> None:
+    """Give ``wrapper`` the submodules, parameters and buffers of ``module`` under the same names (not
+    copies), so that its ``state_dict`` is ``module``'s: for a module standing in front of another."""
+    for name, child in module.named_children():
+        wrapper.add_module(name, child)
+    for name, parameter in module.named_parameters(recurse=False):
+        wrapper.register_parameter(name, parameter)
+    for name, buffer in module.named_buffers(recurse=False):
+        wrapper.register_buffer(name, buffer, persistent=name not in module._non_persistent_buffers_set)
 
 
 class GeneratedModule(torch.nn.Module):

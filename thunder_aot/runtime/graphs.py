@@ -30,6 +30,8 @@ from dataclasses import dataclass
 
 import torch
 
+from thunder_aot.runtime import adopt_state
+
 __all__ = ["CudaGraphs"]
 
 #: the module's calls before a capture, on a side stream: compiles and lazy initialisations happen
@@ -59,12 +61,7 @@ class CudaGraphs(torch.nn.Module):
         if outputs not in OUTPUT_MODES:
             raise ValueError(f"cuda_graphs: outputs must be one of {', '.join(map(repr, OUTPUT_MODES))}; got {outputs!r}")
         super().__init__()
-        for name, child in module.named_children():
-            self.add_module(name, child)
-        for name, parameter in module.named_parameters(recurse=False):
-            self.register_parameter(name, parameter)
-        for name, buffer in module.named_buffers(recurse=False):
-            self.register_buffer(name, buffer, persistent=name not in module._non_persistent_buffers_set)
+        adopt_state(self, module)
         self.__dict__["module"] = module
         self.outputs = outputs
         self._graphs: dict[tuple, _Graph] = {}
