@@ -137,3 +137,12 @@ def test_check_names_a_formatter_of_another_version_as_the_cause(tmp_path):
     assert result.returncode == 1
     assert f"STALE  {out}: formatter version differs (the file was formatted by black 23.1.0, this environment has {here})" \
         in result.stdout
+
+
+def test_export_of_a_module_without_values_is_one_clear_error():
+    import thunder_aot
+    from thunder_aot.errors import ExportError
+    from thunder_aot.examples.gpt_oss import rmsnorm
+
+    with pytest.raises(ExportError, match="the module's tensors are on the meta device"):
+        thunder_aot.export(rmsnorm().to("meta"), "1x[1..16]x2880:bf16", backend="torch", verify=False)

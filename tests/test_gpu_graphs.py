@@ -134,3 +134,17 @@ def test_kv_cache_layers_generate_transformers_tokens_on_the_gpu(backend):
         got = model.generate(prompt, max_new_tokens=64, do_sample=False)
     assert torch.equal(got, want)
     assert [dict(layer.calls) for layer in model.model.layers] == [{"generated": 64}] * 2
+
+
+def test_export_of_a_module_on_the_gpu_traces_a_cpu_copy_and_leaves_the_module_there():
+    from thunder_aot import export
+
+    source = rmsnorm().cuda()
+    messages: list[str] = []
+    text = export(source, "1x[1..16]x2880:bf16", backend="triton", progress=messages.append)
+    assert any("export traces a copy on the CPU" in m for m in messages), messages
+    assert source.weight.is_cuda
+    gen = load_module_from_text(text, "gpu_instance_export")
+    x = _x(16, 9)
+    with torch.no_grad():
+        check_outputs(source, [x], gen.GptOssRMSNorm.from_module(source)(x), "exported from a CUDA module")

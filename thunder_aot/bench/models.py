@@ -141,7 +141,7 @@ def run_model_bench(
         skipped["torch.compile"] = "not run on CPU: inductor compiles C++ for every new shape (minutes)"
         skipped["CUDA graphs"] = "need CUDA"
     for backend in backends:
-        layer = copy.deepcopy(_layers(base)[0]).cpu()  # export traces on the CPU
+        layer = _layers(base)[0]
         gen = {}
         for call in (DecoderLayerCall, DecoderLayerMaskCall) if cuda else (DecoderLayerCall,):
             call_shapes = layer_shapes(base, max(sizes), mask=call is DecoderLayerMaskCall)
@@ -161,7 +161,7 @@ def run_model_bench(
         if stack:  # the whole decoder stack as one module (Thunder traces it layer by layer: minutes)
             stack_shapes = f"1x[S=1..{max(2, max(sizes))}]x{base.config.hidden_size}:{_dtype(base)}"
             progress(f"exporting the decoder stack with the {backend} backend at {stack_shapes}")
-            text = export(DecoderStackCall(copy.deepcopy(base).cpu()), stack_shapes, backend=backend, progress=progress)
+            text = export(DecoderStackCall(base), stack_shapes, backend=backend, progress=progress)
             stack_class = load_module_from_text(text, f"bench_model_{backend}_stack").DecoderStackCall
             adapter = StackAdapter(copy.deepcopy(base), stack_class)
             forwards[f"thunder-aot({backend}) stack"] = forward_of(adapter)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import inspect
+import itertools
 import shlex
 from collections import Counter
 from collections.abc import Callable
@@ -326,6 +328,13 @@ def build_program(request: ExportRequest, progress: Progress) -> tuple[Program, 
     buckets = parse_shapes(list(request.shapes))
     module = request.instance if request.instance is not None else resolve_module(request.source)
     module.eval()
+    devices = {str(t.device) for t in itertools.chain(module.parameters(), module.buffers()) if t.device.type != "cpu"}
+    if "meta" in devices:
+        raise ExportError("the module's tensors are on the meta device: export traces and verifies with their values; "
+                          "load its weights first (e.g. to_empty() then load_state_dict)")
+    if devices:  # Thunder traces with CPU example inputs; the module itself is left where it is
+        progress(f"the module's tensors are on {', '.join(sorted(devices))}: export traces a copy on the CPU")
+        module = copy.deepcopy(module).cpu()
     input_names = forward_input_names(module, len(buckets[0].inputs))
     for b in buckets:
         if len(b.inputs) != len(input_names):
