@@ -180,7 +180,20 @@ def test_kv_cache_layers_generate_transformers_tokens(backend, new_tokens):
     if backend == "triton":
         pytest.importorskip("triton")
         if not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1":
-            pytest.skip("Triton needs a GPU or TRITON_INTERPRET=1")
+            # Triton reads TRITON_INTERPRET at import: this test again, in a process that sets it
+            import subprocess
+            import sys
+
+            from tests.helpers import ROOT
+
+            env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+            done = subprocess.run(
+                [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                 f"{__file__}::test_kv_cache_layers_generate_transformers_tokens[triton-{new_tokens}]"],
+                cwd=ROOT, env=env, capture_output=True, text=True,
+            )
+            assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout[-3000:] + done.stderr[-2000:]
+            return
     original, model = _cache_layers_model(backend)
     prompt = torch.randint(0, 512, (1, 12), generator=torch.Generator().manual_seed(torch.seed() >> 1))
     with torch.no_grad():
