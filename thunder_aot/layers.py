@@ -95,6 +95,12 @@ class DecoderLayerCacheCall(nn.Module):
         return (out[0] if isinstance(out, tuple) else out), cache.keys, cache.values
 
 
+#: the ways export takes a whole layer, by the name of the class generated from each
+LAYER_CALLS: dict[str, type[nn.Module]] = {
+    call.__name__: call for call in (DecoderLayerCall, DecoderLayerMaskCall, DecoderLayerCacheCall)
+}
+
+
 class LayerAdapter(nn.Module):
     """A decoder layer's call convention in front of a module generated from :class:`DecoderLayerCall`.
 
@@ -111,19 +117,19 @@ class LayerAdapter(nn.Module):
         self.calls: collections.Counter[str] = collections.Counter()
 
     @classmethod
-    def wrap(cls, layer: nn.Module, generated_class: type) -> "LayerAdapter":
-        """``layer`` (a bare transformers decoder layer) behind ``generated_class`` (generated from a
-        :class:`DecoderLayerCall` or a :class:`DecoderLayerCacheCall` of a layer with the same
-        settings and shapes), sharing its tensors."""
-        if generated_class.__name__ == DecoderLayerCacheCall.__name__:
-            adapter = cls(layer, generated_class.from_module(DecoderLayerCacheCall(layer)))
+    def wrap(cls, layer: nn.Module, generated_class: type, cuda_graphs: str | None = None) -> "LayerAdapter":
+        """``layer`` (a bare transformers decoder layer) behind ``generated_class`` (generated from one
+        of :data:`LAYER_CALLS` of a layer with the same settings and shapes), sharing its tensors;
+        ``cuda_graphs``: the generated module's calls replayed from CUDA graphs (``"fresh"`` or
+        ``"static"`` outputs)."""
+        call = LAYER_CALLS[generated_class.__name__]
+        generated = generated_class.from_module(call(layer))
+        adapter = cls(layer, generated if cuda_graphs is None else generated.cuda_graphs(cuda_graphs))
+        if call is DecoderLayerCacheCall:
             adapter.__dict__["cache"] = _CacheSlots(layer, generated_class)
-            return adapter
-        if generated_class.__name__ == DecoderLayerMaskCall.__name__:
-            adapter = cls(layer, generated_class.from_module(DecoderLayerMaskCall(layer)))
+        elif call is DecoderLayerMaskCall:
             adapter.__dict__["masks"] = _CausalMasks()
-            return adapter
-        return cls(layer, generated_class.from_module(DecoderLayerCall(layer)))
+        return adapter
 
     def forward(
         self,

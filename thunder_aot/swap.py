@@ -42,18 +42,15 @@ def replace(
 
 
 def _replacement(module: torch.nn.Module, generated: type, cuda_graphs: str | None) -> torch.nn.Module:
-    from thunder_aot.layers import DecoderLayerCacheCall, DecoderLayerCall, DecoderLayerMaskCall, LayerAdapter
+    from thunder_aot.layers import LAYER_CALLS, DecoderLayerCacheCall, LayerAdapter
 
-    if cuda_graphs is not None and generated.__name__ == DecoderLayerCacheCall.__name__:
+    call = LAYER_CALLS.get(generated.__name__)
+    if cuda_graphs is not None and call is DecoderLayerCacheCall:
         raise ValueError(
             "replace: cuda_graphs with a KV-cache layer would capture a graph per cache length (its inputs grow "
             "every step); capture the serving loop's own graph instead (the generated modules run inside it)"
         )
-    layer_calls = (DecoderLayerCall, DecoderLayerCacheCall, DecoderLayerMaskCall)
-    if generated.__name__ in {c.__name__ for c in layer_calls} and not isinstance(module, layer_calls):
-        adapter = LayerAdapter.wrap(module, generated)
-        if cuda_graphs is not None:
-            adapter.__dict__["generated"] = adapter.__dict__["generated"].cuda_graphs(cuda_graphs)
-        return adapter
+    if call is not None and not isinstance(module, tuple(LAYER_CALLS.values())):
+        return LayerAdapter.wrap(module, generated, cuda_graphs)
     new = generated.from_module(module)
     return new if cuda_graphs is None else new.cuda_graphs(cuda_graphs)

@@ -157,8 +157,9 @@ def strided_outputs(region: Region) -> tuple[str, ...]:
     """The region's outputs that nvFuser may not return contiguous: every output where the region
     permutes (nvFuser propagates a permuted allocation to what is computed from it), else those a
     view prim makes."""
-    if any(op.prim in PERMUTING_PRIMS for op in region.ops):
-        return permuted_outputs(region)
+    permuted = permuted_outputs(region)
+    if permuted:
+        return permuted
     made_by_views = {o.name for op in region.ops if op.prim in VIEW_PRIMS for o in op.outputs}
     return tuple(o.name for o in region.outputs if o.name in made_by_views)
 

@@ -108,11 +108,11 @@ def run_model_bench(
     sizes = list(sizes or DEFAULT_SIZES)
     base = resolve_module(source).eval().requires_grad_(False).to("cuda" if cuda else "cpu")
     layer_class = type(_layers(base)[0])
-    shapes = layer_shapes(base, max(sizes))
     skipped: dict[str, str] = {
         "thunder.jit / thunderfx": "left out: minutes of compile per token count for a whole model",
     }
     forwards: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {}
+    graphed_forwards: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {}  # captured whole per size
     swapped: dict[str, list] = {}  # the thunder-aot systems' adapters, to count the calls they passed on
 
     def forward_of(model: torch.nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -124,6 +124,7 @@ def run_model_bench(
     skipped.update({name: "left out (--skip)" for name in sorted(skip)})
     forwards["Eager"] = forward_of(base)
     if cuda:
+        graphed_forwards["Eager, model graph"] = forwards["Eager"]
         torch._dynamo.config.recompile_limit = max(64, 4 * len(sizes))
         if "torch.compile" not in skip:
             forwards["torch.compile"] = forward_of(torch.compile(copy.deepcopy(base)))
@@ -152,12 +153,13 @@ def run_model_bench(
         # materializes the causal mask, which the mask layers take
         for suffix, call, graphs in (("", DecoderLayerCall, None), (", graphed", DecoderLayerCall, "static"),
                                      (", model graph", DecoderLayerMaskCall, None)):
-            if not cuda and (graphs or suffix):
+            if not cuda and suffix:
                 continue
             model = copy.deepcopy(base)
             replace(model, layer_class, gen[call], cuda_graphs=graphs)
-            forwards[f"thunder-aot({backend}) layers{suffix}"] = forward_of(model)
-            swapped[f"thunder-aot({backend}) layers{suffix}"] = list(_layers(model))
+            name = f"thunder-aot({backend}) layers{suffix}"
+            (graphed_forwards if suffix == ", model graph" else forwards)[name] = forward_of(model)
+            swapped[name] = list(_layers(model))
         if stack:  # the whole decoder stack as one module (Thunder traces it layer by layer: minutes)
             stack_shapes = f"1x[S=1..{max(2, max(sizes))}]x{base.config.hidden_size}:{_dtype(base)}"
             progress(f"exporting the decoder stack with the {backend} backend at {stack_shapes}")
@@ -166,8 +168,6 @@ def run_model_bench(
             adapter = StackAdapter(copy.deepcopy(base), stack_class)
             forwards[f"thunder-aot({backend}) stack"] = forward_of(adapter)
             swapped[f"thunder-aot({backend}) stack"] = [adapter]
-    model_graphs = {"Eager, model graph": "Eager",
-                    **{f"thunder-aot({b}) layers, model graph": f"thunder-aot({b}) layers, model graph" for b in backends}}
 
     report = Report(title=f"{type(base).__name__} ({source}), {len(_layers(base))} layers, per forward",
                     command=command, device=torch.cuda.get_device_name() if cuda else "CPU", versions=versions(),
@@ -187,11 +187,10 @@ def run_model_bench(
             systems: dict[str, Call] = {}
             outputs: dict[str, torch.Tensor] = {}
             for name, forward in forwards.items():
-                if name not in model_graphs:
-                    systems[name] = lambda forward=forward: forward(ids)
-            for name, forward_name in model_graphs.items() if cuda else ():
+                systems[name] = lambda forward=forward: forward(ids)
+            for name, forward in graphed_forwards.items():
                 try:
-                    replay, out = _model_graph(forwards[forward_name], ids)
+                    replay, out = _model_graph(forward, ids)
                 except Exception as e:  # noqa: BLE001 - reported with the reason
                     skipped[name] = f"at {point}: capture failed: {type(e).__name__}: {str(e)[:160]}"
                     continue

@@ -136,9 +136,9 @@ POSITION_SETTINGS = frozenset({"layer_idx"})
 
 def _trace_ignores(module, others: dict[str, int], program, bucket, env, index, input_names, claimable) -> bool:
     """Whether tracing with each setting ``path`` of ``others`` set to its value gives ``program`` again."""
+    from thunder_aot.exporter.generalize import align_names
     from thunder_aot.exporter.lower import Lowerer
     from thunder_aot.exporter.trace import trace_module
-
     from thunder_aot.runtime import setting
 
     saved = []
@@ -149,8 +149,6 @@ def _trace_ignores(module, others: dict[str, int], program, bucket, env, index, 
         setattr(owner, name, other)
     try:
         traced = trace_module(module, _sample_args(bucket, env), input_names, claimable)
-        from thunder_aot.exporter.generalize import align_names
-
         return align_names(Lowerer(traced, input_names).lower(index, bucket)[0], program) == program
     except ExportError:
         return False
