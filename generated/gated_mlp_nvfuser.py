@@ -50,26 +50,6 @@ def define_fusion0(fd: FusionDefinition, s0: int) -> None:
         is_cpu=False,
         stride_order=[1, 0],
     )
-    # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
-    t5 = fd.ops.neg(t22)
-    t6 = fd.ops.exp(t5)
-    t7 = fd.ops.add(fd.define_scalar(1.0, dtype=DataType.Double), t6)
-    t8 = fd.ops.reciprocal(t7)
-    t9 = fd.ops.mul(t22, t8)
-    fd.add_output(t9)
-
-
-fusion0 = SizedFusions(FusionDefinition, define_fusion0)
-
-
-def define_fusion1(fd: FusionDefinition, s0: int) -> None:
-    t9 = fd.define_tensor(
-        shape=[s0, 512],
-        contiguity=contiguity([s0, 512]),
-        dtype=DataType.Float,
-        is_cpu=False,
-        stride_order=[1, 0],
-    )
     t23 = fd.define_tensor(
         shape=[s0, 512],
         contiguity=contiguity([s0, 512]),
@@ -78,11 +58,16 @@ def define_fusion1(fd: FusionDefinition, s0: int) -> None:
         stride_order=[1, 0],
     )
     # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+    t5 = fd.ops.neg(t22)
+    t6 = fd.ops.exp(t5)
+    t7 = fd.ops.add(fd.define_scalar(1.0, dtype=DataType.Double), t6)
+    t8 = fd.ops.reciprocal(t7)
+    t9 = fd.ops.mul(t22, t8)
     input_ = fd.ops.mul(t9, t23)
     fd.add_output(input_)
 
 
-fusion1 = SizedFusions(FusionDefinition, define_fusion1)
+fusion0 = SizedFusions(FusionDefinition, define_fusion0)
 
 
 def _dispatch(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight) -> int:
@@ -130,14 +115,12 @@ def forward(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight):
         s0 = shape_0[0]
         # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
         t22 = torch.nn.functional.linear(x, t_gate_proj_weight, None)
-        # fusion0: neg, exp, add, reciprocal, mul
-        t22 = t22.contiguous()
-        (t9,) = (fusion0.by_size.get(s0) or fusion0.record(s0)).execute([t22])
         # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
         t23 = torch.nn.functional.linear(x, t_up_proj_weight, None)
-        # fusion1: mul
+        # fusion0: neg, exp, add, reciprocal, mul, mul
+        t22 = t22.contiguous()
         t23 = t23.contiguous()
-        (input_,) = (fusion1.by_size.get(s0) or fusion1.record(s0)).execute([t9, t23])
+        (input_,) = (fusion0.by_size.get(s0) or fusion0.record(s0)).execute([t22, t23])
         # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
         t24 = torch.nn.functional.linear(input_, t_down_proj_weight, None)
         return t24

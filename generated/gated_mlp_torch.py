@@ -55,17 +55,15 @@ def forward(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight):
         # serves [s0=1..512]x256:float32
         # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
         t22 = torch.nn.functional.linear(x, t_gate_proj_weight, None)
-        # fusion0: neg, exp, add, reciprocal, mul
+        # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        t23 = torch.nn.functional.linear(x, t_up_proj_weight, None)
+        # fusion0: neg, exp, add, reciprocal, mul, mul
         # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
         t5 = torch.neg(t22)
         t6 = torch.exp(t5)
         t7 = 1.0 + t6
         t8 = torch.reciprocal(t7)
         t9 = t22 * t8
-        # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
-        t23 = torch.nn.functional.linear(x, t_up_proj_weight, None)
-        # fusion1: mul
-        # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
         input_ = t9 * t23
         # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
         t24 = torch.nn.functional.linear(input_, t_down_proj_weight, None)

@@ -50,7 +50,7 @@ _FAST: dict = {}
 
 
 @triton.jit(do_not_specialize=["_rows"])
-def fusion0_kernel(t22_ptr, t9_out_ptr, _rows, N: tl.constexpr, BLOCK: tl.constexpr):
+def fusion0_kernel(t22_ptr, t23_ptr, input__out_ptr, _rows, N: tl.constexpr, BLOCK: tl.constexpr):
     # persistent: 2 rows of 512 per program in BLOCK=512 lanes, 1 warp
     row = tl.program_id(0).to(tl.int64) * 2 + tl.arange(0, 2)[:, None]
     in_rows = row < _rows
@@ -58,34 +58,18 @@ def fusion0_kernel(t22_ptr, t9_out_ptr, _rows, N: tl.constexpr, BLOCK: tl.conste
     lanes = cols < N
     mask = in_rows & lanes
     t22 = tl.load(t22_ptr + row * N + cols, mask=mask, other=0.0)
+    t23 = tl.load(t23_ptr + row * N + cols, mask=mask, other=0.0)
     # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
     t5 = -(t22)
     t6 = tl.exp(t5)
     t7 = 1.0 + t6
     t8 = 1.0 / (t7)
     t9 = t22 * t8
-    tl.store(t9_out_ptr + row * N + cols, t9, mask=mask)
-
-
-fusion0 = Kernel(fusion0_kernel, block=512, num_warps=1)
-
-
-@triton.jit(do_not_specialize=["_rows"])
-def fusion1_kernel(t9_ptr, t23_ptr, input__out_ptr, _rows, N: tl.constexpr, BLOCK: tl.constexpr):
-    # persistent: 2 rows of 512 per program in BLOCK=512 lanes, 1 warp
-    row = tl.program_id(0).to(tl.int64) * 2 + tl.arange(0, 2)[:, None]
-    in_rows = row < _rows
-    cols = tl.arange(0, BLOCK)[None, :]
-    lanes = cols < N
-    mask = in_rows & lanes
-    t9 = tl.load(t9_ptr + row * N + cols, mask=mask, other=0.0)
-    t23 = tl.load(t23_ptr + row * N + cols, mask=mask, other=0.0)
-    # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
     input_ = t9 * t23
     tl.store(input__out_ptr + row * N + cols, input_, mask=mask)
 
 
-fusion1 = Kernel(fusion1_kernel, block=512, num_warps=1)
+fusion0 = Kernel(fusion0_kernel, block=512, num_warps=1)
 
 
 def _dispatch(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight) -> int:
@@ -138,40 +122,25 @@ def forward(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight):
         s0 = shape_0[0]
         # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
         t22 = torch.nn.functional.linear(x, t_gate_proj_weight, None)
-        # fusion0: neg, exp, add, reciprocal, mul
+        # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        t23 = torch.nn.functional.linear(x, t_up_proj_weight, None)
+        # fusion0: neg, exp, add, reciprocal, mul, mul
         t22 = t22.contiguous()
+        t23 = t23.contiguous()
         _rows = t22.numel() // 512
-        t9 = (
+        input_ = (
             empty_strided_cuda((s0, 512), (512, 1), torch.float32)
             if _device >= 0
             else torch.empty((s0, 512), dtype=torch.float32, device=t22.device)
         )
-        _raw = (t22.data_ptr(), t9.data_ptr(), _rows)
-        _misaligned = (_raw[0]) & 15 != 0
+        _raw = (t22.data_ptr(), t23.data_ptr(), input_.data_ptr(), _rows)
+        _misaligned = (_raw[0] | _raw[1]) & 15 != 0
         _kernel = fusion0.binaries.get(_device + _device + _misaligned)
         # the C launch where the kernel is compiled for _device and this alignment; else Kernel.launch
         if _kernel is not None:
             _kernel[1]((_rows + 1) // 2, 1, 1, raw_stream(_device), *_kernel[2], *_raw, 512, 512)
         else:
-            fusion0.launch((_rows + 1) // 2, (t22, t9, _rows), _raw, _misaligned, 512)
-        # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
-        t23 = torch.nn.functional.linear(x, t_up_proj_weight, None)
-        # fusion1: mul
-        t23 = t23.contiguous()
-        _rows = t9.numel() // 512
-        input_ = (
-            empty_strided_cuda((s0, 512), (512, 1), torch.float32)
-            if _device >= 0
-            else torch.empty((s0, 512), dtype=torch.float32, device=t9.device)
-        )
-        _raw = (t9.data_ptr(), t23.data_ptr(), input_.data_ptr(), _rows)
-        _misaligned = (_raw[0] | _raw[1]) & 15 != 0
-        _kernel = fusion1.binaries.get(_device + _device + _misaligned)
-        # the C launch where the kernel is compiled for _device and this alignment; else Kernel.launch
-        if _kernel is not None:
-            _kernel[1]((_rows + 1) // 2, 1, 1, raw_stream(_device), *_kernel[2], *_raw, 512, 512)
-        else:
-            fusion1.launch((_rows + 1) // 2, (t9, t23, input_, _rows), _raw, _misaligned, 512)
+            fusion0.launch((_rows + 1) // 2, (t22, t23, input_, _rows), _raw, _misaligned, 512)
         # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
         t24 = torch.nn.functional.linear(input_, t_down_proj_weight, None)
         return t24

@@ -21,7 +21,7 @@ IDS = [e[0] for e in EXPORTS]
 #: how many Triton kernels each module holds (regions whose kernel another bucket already has share it;
 #: the rest run as torch ops): rmsnorm's four buckets share one
 KERNELS = {
-    "rmsnorm": 1, "gated_mlp": 2, "residual_rmsnorm": 1, "layer_norm": 1, "softmax": 2, "gelu_gate": 1, "rotary": 1,
+    "rmsnorm": 1, "gated_mlp": 1, "residual_rmsnorm": 1, "layer_norm": 1, "softmax": 2, "gelu_gate": 1, "rotary": 1,
     "vocab_softmax": 1, "wide_rmsnorm": 1,
 }
 #: modules whose rows are wider than MAX_BLOCK: their kernels walk the row in chunks

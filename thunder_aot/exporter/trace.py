@@ -156,14 +156,59 @@ class AotFusionExecutor(FusionExecutor):
         for sub in bsym.subsymbols:
             self._flatten(sub, top, out)
 
+    def _fusible_group(self, group: list[BoundSymbol]) -> bool:
+        return len(group) > 1 or self.can_fuse(group[0])
+
+    def _has_reduction(self, group: list[BoundSymbol]) -> bool:
+        flat: list[tuple[BoundSymbol, BoundSymbol]] = []
+        for bsym in group:
+            self._flatten(bsym, bsym, flat)
+        return any(prims.OpTags.REDUCTION_OP in (b.sym.tags or ()) for b, _ in flat)
+
+    def _sink_into_consumers(self, groups: list[list[BoundSymbol]], consumers) -> list[list[BoundSymbol]]:
+        """Merge a fusible group into the first later group that reads it, when that group is
+        fusible too and nothing in between reads it: Thunder's partitioner keeps them apart when an
+        unrelated op (a linear) stands between, as with ``silu(gate(x)) * up(x)`` or the views of
+        ``q_proj(x).view(...).transpose(1, 2)`` before a rotary region. Deferring the earlier group
+        to the later one's place is always legal (its inputs already exist) and saves a kernel and
+        a round trip through memory (or, for views, the copy a kernel's contiguous input costs).
+        Only groups without reductions merge: every backend then still makes one kernel of them."""
+        groups = [list(g) for g in groups]
+        changed = True
+        while changed:
+            changed = False
+            position = {id(b): i for i, g in enumerate(groups) for b in g}
+            for i, group in enumerate(groups):
+                if not group or not self._fusible_group(group) or self._has_reduction(group):
+                    continue
+                members = {id(b) for b in group}
+                readers = {
+                    position[id(c)]
+                    for b in group
+                    for out in b.flat_proxy_outs
+                    for c in consumers.get(out, [])
+                    if id(c) not in members and id(c) in position
+                }
+                if not readers:
+                    continue
+                first = min(readers)
+                target = groups[first]
+                if first > i and self._fusible_group(target) and not self._has_reduction(target):
+                    groups[first] = group + target
+                    groups[i] = []
+                    changed = True
+                    break
+        return [g for g in groups if g]
+
     def fusion_pass(self, trace: TraceCtx) -> TraceCtx:
         fused_trace = from_trace(trace)
         producers, consumers = utils.producers_and_consumers(trace)
 
         def fusible(node: Node) -> bool:
-            return len(node.group_bsyms) > 1 or self.can_fuse(node.group_bsyms[0])
+            return self._fusible_group(node.group_bsyms)
 
         groups = fuse_bound_symbols(trace, lambda a, b: fusible(a) and fusible(b))
+        groups = self._sink_into_consumers(groups, consumers)
         bsyms_out: list[BoundSymbol] = []
         for group in groups:
             if len(group) == 1 and not self.can_fuse(group[0]):
