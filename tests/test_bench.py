@@ -112,7 +112,7 @@ def test_model_bench_on_cpu_checks_and_times_whole_forwards(tmp_path):
                      "--sizes", "1,9", "--rounds", "1", "--min-run-time", "0.01", "--out", str(out))
     assert result.returncode == 0, result.stderr
     report = json.loads((out / "bench.json").read_text())
-    assert report["systems"] == ["Eager", "thunder-aot(torch) layers", "thunder-aot(torch) stack"]
+    assert report["systems"] == ["Eager", "thunder-aot(torch) layers", "thunder-aot(torch) layer stack", "thunder-aot(torch) stack"]
     assert report["points"] == ["S=1", "S=9"]
     assert {(m["system"], m["point"]) for m in report["measurements"]} == {
         (s, p) for s in report["systems"] for p in report["points"]

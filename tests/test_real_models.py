@@ -320,3 +320,33 @@ class _LastLogitsOf(torch.nn.Module):
 
     def forward(self, ids):
         return self.model(ids, use_cache=False, logits_to_keep=1).logits
+
+
+def test_a_stack_of_generated_layers_serves_a_causal_lms_last_token_forward():
+    """One layer exported (DecoderLayerCall) runs every layer of the model: StackAdapter with the
+    generated layer class calls the layers directly (LayerStack), matches the model's forward
+    (float64 judgement) inside the bucket, and runs the model's own forward outside it; the rotary
+    table it keeps gives, for a shorter forward, exactly the cos and sin the model computes."""
+    from thunder_aot.examples.hf import tiny_llama
+    from thunder_aot.layers import LayerStack, StackAdapter
+
+    text = export(ExportRequest("thunder_aot.examples.hf:llama_decoder_layer", ("1x[S=1..64]x256, 1x[S]x64, 1x[S]x64",),
+                                backend="torch"), verify=False)
+    gen = load_module_from_text(text, "gen_llama_layer_for_stack")
+    model = tiny_llama()
+    generator = torch.Generator().manual_seed(torch.seed() >> 1)
+    adapter = StackAdapter(model, gen.DecoderLayerCall, check_ids=torch.randint(0, 512, (1, 64), generator=generator))
+    assert list(adapter.state_dict()) == list(model.state_dict())
+    with torch.no_grad():
+        for tokens in (1, 2, 37, 64):
+            ids = torch.randint(0, 512, (1, tokens), generator=generator)
+            got = adapter(ids, use_cache=False, logits_to_keep=1).logits
+            check_outputs(_LastLogitsOf(model), [ids], got, f"layer stack at {tokens} tokens")
+        adapter(torch.randint(0, 512, (1, 65), generator=generator), use_cache=False, logits_to_keep=1)
+        stack = adapter.__dict__["generated"]
+        x = torch.randn(1, 5, 256, generator=generator)
+        for got, want in zip(stack.rotary(x), model.model.rotary_emb(x, torch.arange(5).unsqueeze(0))):
+            assert torch.equal(got, want) and got.is_contiguous()
+    assert dict(adapter.calls) == {"generated": 5, "outside every bucket": 1}  # the check, 4 sizes
+    with pytest.raises(TypeError, match="generated from DecoderLayerCall"):
+        LayerStack(model, gen.DecoderLayerCall.__mro__[1])

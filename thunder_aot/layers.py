@@ -23,7 +23,8 @@ from torch import nn
 from thunder_aot.runtime import adopt_state
 
 __all__ = [
-    "DecoderLayerCall", "DecoderLayerCacheCall", "DecoderLayerMaskCall", "DecoderStackCall", "LayerAdapter", "StackAdapter",
+    "DecoderLayerCall", "DecoderLayerCacheCall", "DecoderLayerMaskCall", "DecoderStackCall", "LayerAdapter", "LayerStack",
+    "StackAdapter",
 ]
 
 
@@ -319,20 +320,86 @@ class DecoderStackCall(nn.Module):
         return self.model.lm_head(base.norm(hidden_states)[:, -1:, :])
 
 
+#: transformers rotary types whose tables do not depend on the sequence length: position p's cos and
+#: sin are the same in every forward, so a longer table's prefix serves a shorter forward
+STATIC_ROPE_TYPES = frozenset({"default", "linear", "llama3", "yarn"})
+
+
+class LayerStack(nn.Module):
+    """:class:`DecoderStackCall`'s forward with each decoder layer run by a module generated from
+    :class:`DecoderLayerCall` (one export of one layer serves every layer with the same settings),
+    called directly, without the model's per-layer code: ``forward(inputs_embeds)`` runs the rotary
+    embedding (its cos and sin from a table kept per device and dtype where the rotary type does
+    not depend on the length), every layer, the final norm on the last token and the LM head.
+
+    ``cuda_graphs``: each layer's calls replayed from its own CUDA graphs (``"static"`` outputs: a
+    layer's output is read by the next layer before that layer runs again). Raises
+    :class:`thunder_aot.runtime.NoBucketError` (from the first layer) outside the layers' buckets."""
+
+    def __init__(self, model: nn.Module, generated_class: type, cuda_graphs: str | None = None) -> None:
+        super().__init__()
+        if LAYER_CALLS.get(generated_class.__name__) is not DecoderLayerCall:
+            raise TypeError(f"LayerStack: expected a class generated from DecoderLayerCall, got {generated_class.__name__}")
+        base = model.model
+        self.__dict__["rotary_emb"] = base.rotary_emb
+        self.__dict__["norm"] = base.norm
+        self.__dict__["lm_head"] = model.lm_head
+        layers = [generated_class.from_module(DecoderLayerCall(layer)) for layer in base.layers]
+        self.__dict__["layers"] = layers if cuda_graphs is None else [g.cuda_graphs(cuda_graphs) for g in layers]
+        self.static_rope = getattr(base.rotary_emb, "rope_type", "default") in STATIC_ROPE_TYPES
+        self._tables: dict[tuple[torch.device, torch.dtype], tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def rotary(self, inputs_embeds: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sin for positions ``0 .. seq - 1`` (``[1, seq, head_dim]``, contiguous)."""
+        length = inputs_embeds.shape[1]
+        if not self.static_rope:
+            positions = torch.arange(length, device=inputs_embeds.device).unsqueeze(0)
+            return self.__dict__["rotary_emb"](inputs_embeds, positions)
+        key = (inputs_embeds.device, inputs_embeds.dtype)
+        table = self._tables.get(key)
+        if table is None or table[0].shape[1] < length:
+            size = 1 << max(length - 1, 1).bit_length()  # grown to a power of two: few recomputations
+            positions = torch.arange(size, device=inputs_embeds.device).unsqueeze(0)
+            table = self._tables[key] = self.__dict__["rotary_emb"](inputs_embeds[:1, :1].expand(1, size, -1), positions)
+        return table[0][:, :length], table[1][:, :length]
+
+    def forward(self, inputs_embeds: torch.Tensor) -> torch.Tensor:
+        if inputs_embeds.shape[0] != 1:
+            from thunder_aot.runtime import NoBucketError
+
+            raise NoBucketError("LayerStack: the rotary table serves a batch of one")
+        cos, sin = self.rotary(inputs_embeds)
+        hidden_states = inputs_embeds
+        for layer in self.__dict__["layers"]:
+            hidden_states = layer(hidden_states, cos, sin)
+        return self.__dict__["lm_head"](self.__dict__["norm"](hidden_states[:, -1:, :]))
+
+
 class StackAdapter(nn.Module):
     """A causal LM whose ``forward(input_ids, use_cache=False, logits_to_keep=1)`` runs the embedding
     lookup and a module generated from :class:`DecoderStackCall`; every other call (a cache, a mask,
     other logits, shapes outside the buckets) runs the model's own forward, counted in
     :attr:`calls`. Its submodules are the model's (``state_dict`` keys unchanged).
 
+    ``generated_class``: a class generated from :class:`DecoderStackCall` (the whole stack, one
+    module), or one generated from :class:`DecoderLayerCall` (every layer by it: :class:`LayerStack`;
+    ``cuda_graphs`` then replays each layer's calls from CUDA graphs).
     ``check_ids``: token ids on which the model's forward and the stack are compared at
     construction (float64 judgement), refusing a model whose forward is not the stack's."""
 
-    def __init__(self, model: nn.Module, generated_class: type, check_ids: torch.Tensor | None = None) -> None:
+    def __init__(
+        self, model: nn.Module, generated_class: type, check_ids: torch.Tensor | None = None, cuda_graphs: str | None = None
+    ) -> None:
         super().__init__()
         adopt_state(self, model)
         self.__dict__["causal_lm"] = model
-        self.__dict__["generated"] = generated_class.from_module(DecoderStackCall(model))
+        if generated_class.__name__ == DecoderStackCall.__name__:
+            if cuda_graphs is not None:
+                raise TypeError("StackAdapter: cuda_graphs applies to a stack of generated layers; "
+                                "call .cuda_graphs() on the generated stack module instead")
+            self.__dict__["generated"] = generated_class.from_module(DecoderStackCall(model))
+        else:
+            self.__dict__["generated"] = LayerStack(model, generated_class, cuda_graphs)
         self.calls: collections.Counter[str] = collections.Counter()
         if check_ids is not None:
             from thunder_aot.verify.judge import check_outputs

@@ -11,8 +11,12 @@ The systems (each a copy of the model sharing nothing with the others but its we
 - ``thunder-aot(B) layers``: every decoder layer replaced by the module exported from the model's
   first layer (``DecoderLayerCall``) with backend B; ``... layers, graphed``: the same with each
   layer's calls replayed from its own CUDA graphs (``replace(..., cuda_graphs="static")``);
-- ``Eager, model graph`` and ``thunder-aot(B) layers, model graph``: the whole forward captured in one
-  CUDA graph by the caller per token count and replayed (as SGLang runs its decode batches).
+- ``thunder-aot(B) layer stack``: the model's forward replaced by ``StackAdapter`` over that
+  generated layer (embedding, a loop over the generated layers, norm and LM head: no per-layer model
+  code), with and without per-layer graphs;
+- ``Eager, model graph`` and ``thunder-aot(B) layers, model graph`` / ``layer stack, model graph``:
+  the whole forward captured in one CUDA graph by the caller per token count and replayed (as SGLang
+  runs its decode batches).
 
 Every system's last-token logits are judged against eager's (float64 reference) before timing; a
 baseline that fails is listed as skipped with the reason, a thunder-aot system that fails too
@@ -160,6 +164,14 @@ def run_model_bench(
             name = f"thunder-aot({backend}) layers{suffix}"
             (graphed_forwards if suffix == ", model graph" else forwards)[name] = forward_of(model)
             swapped[name] = list(_layers(model))
+        # the model's forward replaced by a loop over the generated layers (no per-layer model code)
+        for suffix, graphs in (("", None), (", graphed", "static"), (", model graph", None)):
+            if not cuda and suffix:
+                continue
+            adapter = StackAdapter(copy.deepcopy(base), gen[DecoderLayerCall], cuda_graphs=graphs)
+            name = f"thunder-aot({backend}) layer stack{suffix}"
+            (graphed_forwards if suffix == ", model graph" else forwards)[name] = forward_of(adapter)
+            swapped[name] = [adapter]
         if stack:  # the whole decoder stack as one module (Thunder traces it layer by layer: minutes)
             stack_shapes = f"1x[S=1..{max(2, max(sizes))}]x{base.config.hidden_size}:{_dtype(base)}"
             progress(f"exporting the decoder stack with the {backend} backend at {stack_shapes}")
