@@ -108,11 +108,15 @@ def test_model_bench_on_cpu_checks_and_times_whole_forwards(tmp_path):
     """bench --model (issue 19) on CPU: the decoder layers exported whole and swapped in, every
     system's logits judged against eager's before timing; what needs CUDA is listed as skipped."""
     out = tmp_path / "model"
+    stack = tmp_path / "tiny_stack.py"  # exported earlier, as a 16-layer stack would be
+    assert run_cli("export", "thunder_aot.examples.hf:tiny_llama_stack", "--shapes", "1x[S=1..9]x256", "--backend", "torch",
+                   "--no-verify", "--out", str(stack)).returncode == 0
     result = run_cli("bench", "thunder_aot.examples.hf:tiny_llama", "--model", "--stack", "--backends", "torch",
-                     "--sizes", "1,9", "--rounds", "1", "--min-run-time", "0.01", "--out", str(out))
+                     "--stack-module", str(stack), "--sizes", "1,9", "--rounds", "1", "--min-run-time", "0.01", "--out", str(out))
     assert result.returncode == 0, result.stderr
     report = json.loads((out / "bench.json").read_text())
-    assert report["systems"] == ["Eager", "thunder-aot(torch) layers", "thunder-aot(torch) layer stack", "thunder-aot(torch) stack"]
+    assert report["systems"] == ["Eager", "thunder-aot(torch) layers", "thunder-aot(torch) layer stack",
+                                 "thunder-aot(torch) stack", "thunder-aot(torch) stack (tiny_stack.py)"]
     assert report["points"] == ["S=1", "S=9"]
     assert {(m["system"], m["point"]) for m in report["measurements"]} == {
         (s, p) for s in report["systems"] for p in report["points"]
@@ -126,5 +130,7 @@ def test_model_bench_on_cpu_checks_and_times_whole_forwards(tmp_path):
 def test_model_bench_arguments_are_checked():
     both = run_cli("bench", "thunder_aot.examples.hf:tiny_llama", "--model", "--shapes", "1x[1..8]x256")
     assert both.returncode != 0 and "drop --shapes" in both.stderr
+    stack_alone = run_cli("bench", "thunder_aot.examples.gpt_oss:rmsnorm", "--shapes", "1x[1..8]x2880", "--stack-module", "x.py")
+    assert stack_alone.returncode != 0 and "expected --model" in stack_alone.stderr
     neither = run_cli("bench", "thunder_aot.examples.gpt_oss:rmsnorm")
     assert neither.returncode != 0 and "--shapes is required" in neither.stderr

@@ -116,6 +116,9 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--stack", action="store_true",
                        help="with --model: also export the whole decoder stack as one module (Thunder traces it "
                        "layer by layer: minutes for a 16-layer model)")
+    bench.add_argument("--stack-module", action="append", default=[], metavar="FILE",
+                       help="with --model: a module already exported from the model's DecoderStackCall, timed as "
+                       "'thunder-aot(BACKEND) stack' (repeatable; instead of --stack's export)")
     bench.add_argument("--model", action="store_true",
                        help="SOURCE is a whole causal LM: time forwards (eager, torch.compile default / reduce-overhead / "
                        "per layer, thunder-aot whole decoder layers with and without CUDA graphs) at --sizes tokens")
@@ -309,8 +312,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
             raise ExportError("bench --model: the layers' buckets follow from the model and --sizes; drop --shapes")
         backends = [b for b in args.backends.split(",") if b]
         report = run_model_bench(args.source, backends, sizes=sizes, rounds=args.rounds, min_run_time=args.min_run_time,
-                                 skip=frozenset(x for x in args.skip.split(",") if x), stack=args.stack, command=command,
+                                 skip=frozenset(x for x in args.skip.split(",") if x), stack=args.stack,
+                                 stack_modules=[Path(f) for f in args.stack_module], command=command,
                                  progress=_progress, checkpoint=checkpoint)
+    elif args.stack or args.stack_module:
+        raise ExportError("bench --stack / --stack-module: expected --model (they time a causal LM's decoder stack)")
     elif not args.shapes:
         raise ExportError("bench: --shapes is required (or --model for a whole causal LM)")
     else:

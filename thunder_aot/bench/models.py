@@ -95,6 +95,7 @@ def run_model_bench(
     min_run_time: float = 0.1,
     skip: frozenset[str] = frozenset(),
     stack: bool = False,
+    stack_modules: list = (),
     command: str = "",
     progress: Callable[[str], None] = lambda m: None,
     checkpoint: Callable[[Report], None] = lambda r: None,
@@ -180,6 +181,21 @@ def run_model_bench(
             adapter = StackAdapter(copy.deepcopy(base), stack_class)
             forwards[f"thunder-aot({backend}) stack"] = forward_of(adapter)
             swapped[f"thunder-aot({backend}) stack"] = [adapter]
+
+    for path in stack_modules:  # exported earlier (a 16-layer stack traces for minutes)
+        text = path.read_text()
+        backend = next((line.split(":", 1)[1].strip() for line in text.splitlines()[:8] if line.startswith("# Backend:")), None)
+        module = load_module_from_text(text, f"bench_model_stack_{path.stem}")
+        if backend is None or not hasattr(module, "DecoderStackCall"):
+            raise ExportError(f"bench --stack-module {path}: expected a module thunder-aot generated from a DecoderStackCall")
+        name = f"thunder-aot({backend}) stack ({path.name})"
+        adapter = StackAdapter(copy.deepcopy(base), module.DecoderStackCall)
+        forwards[name] = forward_of(adapter)
+        swapped[name] = [adapter]
+        if cuda:
+            graphed = StackAdapter(copy.deepcopy(base), module.DecoderStackCall)
+            graphed_forwards[f"{name}, model graph"] = forward_of(graphed)
+            swapped[f"{name}, model graph"] = [graphed]
 
     report = Report(title=f"{type(base).__name__} ({source}), {len(_layers(base))} layers, per forward",
                     command=command, device=torch.cuda.get_device_name() if cuda else "CPU", versions=versions(),

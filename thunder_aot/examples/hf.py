@@ -276,3 +276,10 @@ def tiny_llama_stack():
     from thunder_aot.layers import DecoderStackCall
 
     return DecoderStackCall(tiny_llama())
+
+
+def llama_1b_stack():
+    """:func:`llama_1b_causal_lm`'s decoder stack as one module (on the CPU: what export traces)."""
+    from thunder_aot.layers import DecoderStackCall
+
+    return DecoderStackCall(llama_1b_causal_lm().cpu())
