@@ -102,3 +102,25 @@ CORRECT = [
     ("tests.sound_modules:relu_gate", "[S=1..16]x64:bf16, [S]x64:bf16"),
 ]
 
+
+
+class DtypeBranch(nn.Module):
+    """A forward that branches on its input's dtype (Thunder 0.2.6 compares its own dtypes unequal to
+    torch's, so a trace took the other branch)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype == torch.float32:
+            return x * 2.0
+        if torch.bfloat16 != x.dtype:
+            return x * 3.0
+        return x * 5.0
+
+
+class NamedResults(nn.Module):
+    """Named fields of torch's tuple results: ``.values`` of a max over a dim (GPT-OSS's attention),
+    ``.indices`` of a topk, a sort's ``.values``."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        shifted = x - x.max(dim=-1, keepdim=True).values
+        top = torch.topk(x, 2, dim=-1).indices
+        return shifted.exp(), top, x.sort(dim=-1).values

@@ -247,3 +247,24 @@ def test_traces_that_differ_in_value_names_alone_generalize_and_other_structure_
     broken = dataclasses.replace(shifted, steps=tuple(broken_region if s is region else s for s in shifted.steps))
     with pytest.raises(ExportError, match="one trace cannot serve the bucket"):
         generalize([first, broken], envs)
+
+
+def test_a_branch_on_the_input_dtype_takes_the_branch_torch_takes():
+    """``x.dtype == torch.float32`` is true while Thunder traces an fp32 input (Thunder's own dtypes
+    compare unequal to torch's): each bucket's module computes what the source does."""
+    text = export(ExportRequest("tests.sound_modules:DtypeBranch", ("[1..8]x16:fp32; [1..8]x16:bf16; [1..8]x16:fp16",),
+                                backend="torch"))  # verifies every bucket against the source
+    gen = load_module_from_text(text, "gen_dtype_branch")
+    module = resolve_module("tests.sound_modules:DtypeBranch")
+    aot = gen.DtypeBranch.from_module(module)
+    for dtype, factor in ((torch.float32, 2.0), (torch.bfloat16, 5.0), (torch.float16, 3.0)):
+        x = torch.randn(3, 16).to(dtype)
+        assert torch.equal(aot(x), x * factor), dtype
+
+
+def test_named_fields_of_tuple_results_trace():
+    """``x.max(dim).values``, ``torch.topk(...).indices`` and ``x.sort(dim).values`` export (Thunder's
+    symbols return plain tuples) and verify against the source."""
+    messages: list[str] = []
+    export(ExportRequest("tests.sound_modules:NamedResults", ("[1..8]x16",), backend="torch"), progress=messages.append)
+    assert any(m.startswith("verified:") for m in messages), messages

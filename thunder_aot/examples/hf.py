@@ -166,7 +166,9 @@ def gpt_oss_decoder_layer():
         layer_types=["full_attention", "full_attention"], rope_parameters={"rope_type": "default", "rope_theta": 150000.0},
     )
     config._attn_implementation = "eager"  # attention sinks: transformers' sdpa path does not take them
-    config._experts_implementation = "eager"  # the experts' loop of torch calls (no grouped-mm kernel)
+    # the experts as one grouped matmul per projection over tokens sorted by expert (what a server
+    # runs; static shapes): transformers' default loop over the experts hit is data-dependent
+    config._experts_implementation = "grouped_mm"
     return _randomize(DecoderLayer(GptOssDecoderLayer(config, layer_idx=1)), 22).to(torch.bfloat16)
 
 

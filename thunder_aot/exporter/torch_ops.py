@@ -7,6 +7,12 @@ instead one operator of :data:`executor` (passed to ``thunder.jit`` at export): 
 function for its output, executed by the torch function itself, so that the execution trace holds
 one call of that function with the arguments the model passed, and the generated module calls it
 the same way (the kernel torch picks for it: flash or cuDNN attention on the GPU).
+
+torch functions that return a named tuple (``x.max(dim).values``, ``torch.topk(...).indices``)
+return a plain tuple from Thunder's symbol: :data:`NAMED_RESULTS` names them again while tracing
+(GPT-OSS's attention subtracts ``logits.max(dim=-1, keepdim=True).values``), and
+:data:`TRANSLATIONS` call Thunder's symbols for torch functions its own mapping mistranslates. The trace is Thunder's own
+(the same symbol, fused like any other); only how the model's call reaches it changes.
 """
 
 from __future__ import annotations
@@ -16,7 +22,8 @@ from dataclasses import dataclass
 
 import torch
 
-from thunder.core import utils
+import thunder.torch as ltorch
+from thunder.core import prims, utils
 from thunder.core.proxies import TensorProxy
 from thunder.extend import OperatorExecutor
 
@@ -64,7 +71,44 @@ TORCH_OPS = (
     TorchOp(torch.nn.functional.scaled_dot_product_attention, torch.nn.functional, "scaled_dot_product_attention", _sdpa_meta),
 )
 
-#: the executor whose lookasides replace :data:`TORCH_OPS`' functions while Thunder traces
+@dataclass(frozen=True)
+class NamedResult:
+    """A torch function whose tuple result has names: the functions and the method that Thunder
+    traces as ``symbol``, and the named tuple type torch returns."""
+
+    functions: tuple[Callable, ...]
+    symbol: Callable
+    result_type: type
+
+    def lookaside(self, *args, **kwargs):
+        out = self.symbol(*args, **kwargs)  # records Thunder's symbol in the trace
+        return self.result_type(out) if isinstance(out, tuple) else out
+
+
+#: torch functions whose results are named tuples, traced by Thunder's symbol and named again
+NAMED_RESULTS = (
+    NamedResult((torch.max, torch.Tensor.max), ltorch.torch_max, torch.return_types.max),
+    NamedResult((torch.topk, torch.Tensor.topk), ltorch.topk, torch.return_types.topk),
+    NamedResult((torch.sort, torch.Tensor.sort), ltorch.sort, torch.return_types.sort),
+)
+
+def _grouped_mm(a, b, offs=None, bias=None, out_dtype=None):
+    """``torch._grouped_mm`` (what ``F.grouped_mm`` calls) as Thunder's prim: Thunder's symbol spells
+    ``offs`` as ``offsets``, and its torch executor's check of the symbol takes 3 of its 5 arguments."""
+    if bias is not None or out_dtype not in (None, a.dtype) or offs is None:
+        return ltorch._grouped_mm(a, b, offs, bias, out_dtype)  # Thunder's own message for what it lacks
+    return prims._grouped_mm(a, b, offs)
+
+
+#: torch functions traced through a translation of ours into Thunder's symbols (by the function)
+TRANSLATIONS: dict[Callable, Callable] = {torch._grouped_mm: _grouped_mm} if hasattr(prims, "_grouped_mm") else {}
+
+#: the executor whose lookasides replace :data:`TORCH_OPS`' functions while Thunder traces, and
+#: name :data:`NAMED_RESULTS`' results (a method call on a traced tensor reaches Thunder as its symbol)
 executor = OperatorExecutor("thunder_aot_torch_ops")
 for _op in TORCH_OPS:
     executor.register_operator(_op.name, meta=_op.meta, fn=_op.function, module=_op.module, replaces=_op.function)
+for _named in NAMED_RESULTS:
+    for _key in (*_named.functions, _named.symbol):
+        executor._lookasides[_key] = _named.lookaside
+executor._lookasides.update(TRANSLATIONS)

@@ -66,6 +66,35 @@ def _ops_attributed_to_user_lines():
         InterpreterRuntimeCtx.get_current_user_source_location = original
 
 
+@contextlib.contextmanager
+def _dtypes_compare_with_torchs():
+    """While tracing, a tensor's ``dtype`` is Thunder's, which Thunder 0.2.6 compares unequal to every
+    torch dtype: ``if x.dtype == torch.float32`` in a forward would take the other branch (and
+    transformers' grouped-mm experts take their slow fallback on ``weight.dtype != torch.bfloat16``).
+    Make a Thunder dtype equal to the torch dtype it stands for."""
+    from thunder.core import dtypes
+
+    original = dtypes.dtype.__eq__
+
+    def __eq__(self, other):
+        if isinstance(other, torch.dtype):
+            other = dtypes.to_dtype(other)
+        return original(self, other)
+
+    dtypes.dtype.__eq__ = __eq__
+    try:
+        yield
+    finally:
+        dtypes.dtype.__eq__ = original
+
+
+@contextlib.contextmanager
+def _tracing_as_torch_runs():
+    """What Thunder's interpreter needs to see a forward as torch runs it (see the two above)."""
+    with _ops_attributed_to_user_lines(), _dtypes_compare_with_torchs():
+        yield
+
+
 @dataclass
 class SourceCalls:
     """A region's top-level symbols as the torch executor runs them, and which of the values they
@@ -265,7 +294,7 @@ def trace_module(
     executor = AotFusionExecutor(claimable)
     jitted = thunder.jit(module, executors=[executor, torch_ops.executor])
     try:
-        with torch.no_grad(), warnings.catch_warnings(), _ops_attributed_to_user_lines():
+        with torch.no_grad(), warnings.catch_warnings(), _tracing_as_torch_runs():
             warnings.simplefilter("ignore")
             result = jitted(*args)
     except ExportError:
@@ -343,7 +372,7 @@ def size_conditions(module: torch.nn.Module, args: list[torch.Tensor], input_nam
 
         jitted = thunder.jit(module, cache="symbolic values", executors=[torch_ops.executor])
     try:
-        with torch.no_grad(), warnings.catch_warnings(), _ops_attributed_to_user_lines():
+        with torch.no_grad(), warnings.catch_warnings(), _tracing_as_torch_runs():
             warnings.simplefilter("ignore")
             jitted(*args)
     except Exception as e:  # noqa: BLE001 - the constant-size traces decide then
