@@ -9,12 +9,10 @@ from dataclasses import dataclass
 from thunder_aot.backends.base import (
     Backend,
     Line,
-    ops_use_device,
     render_arg,
     render_dim,
     source_comments,
     torch_call_line,
-    uses_device,
 )
 from thunder_aot.model import Const, DimRange, PrimOp, Ref, Region, Seq, TensorSpec
 
@@ -200,9 +198,7 @@ class TorchBackend(Backend):
             lines.append(Line(f"{targets} = {TORCH_PRIMS[op.prim](ctx)}", comment))
             for o in op.outputs:
                 specs[o.name] = o.spec
-        if uses_device(region):
-            lines.insert(0, Line(f"device = {region.inputs[0].name}.device"))
-        return TorchRegionView(name=region.name, steps=tuple(lines))
+        return TorchRegionView(name=region.name, steps=tuple(lines))  # `device`: the program's (codegen)
 
     def source_view(self, region: Region, dims: tuple[DimRange, ...] = ()) -> TorchRegionView:
         """The region as the torch calls it came from (as many as the user's code makes, never one
@@ -211,6 +207,4 @@ class TorchBackend(Backend):
             return self.region_view(region, dims)
         comments = source_comments(region.source_calls)
         lines = [torch_call_line(call, comment) for call, comment in zip(region.source_calls, comments)]
-        if ops_use_device(region.source_calls):
-            lines.insert(0, Line(f"device = {region.inputs[0].name}.device"))
         return TorchRegionView(name=region.name, steps=tuple(lines), source_level=True)

@@ -184,7 +184,10 @@ def _step_lines(program: BucketProgram, views: dict[str, RegionView]) -> tuple[L
             from_torch.update(o.name for o in step.outputs)
             lines.append(torch_call_line(step))
     lines += [Line(f"{name} = {name}.contiguous()") for name in dict.fromkeys(program.outputs) if name in permuted]
-    if ops_use_device([s for s in program.steps if isinstance(s, TorchCall)]):
+    regions = [s for s in program.steps if isinstance(s, Region)]
+    if ops_use_device([s for s in program.steps if isinstance(s, TorchCall)]) or any(
+        ops_use_device(r.ops) or ops_use_device(r.source_calls) for r in regions
+    ):  # torch calls and torch-backend regions that make tensors on the input's device
         lines.insert(0, Line(f"device = {program.inputs[0].name}.device"))
     return tuple(lines)
 

@@ -172,6 +172,23 @@ def gpt_oss_decoder_layer():
     return _randomize(DecoderLayer(GptOssDecoderLayer(config, layer_idx=1)), 22).to(torch.bfloat16)
 
 
+def gpt_oss_small_decoder_layer():
+    """GPT-OSS's decoder layer (attention sinks, grouped-mm experts, clamped SwiGLU) at test size:
+    hidden 256, 4 heads of 64, 2 KV heads, 4 experts of 256, 2 per token, bf16 (grouped matmuls on
+    the CPU take bf16)."""
+    from transformers import GptOssConfig
+    from transformers.models.gpt_oss.modeling_gpt_oss import GptOssDecoderLayer
+
+    config = GptOssConfig(
+        hidden_size=HIDDEN, intermediate_size=HIDDEN, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        head_dim=64, num_local_experts=4, num_experts_per_tok=2, vocab_size=512, max_position_embeddings=256,
+        layer_types=["full_attention", "full_attention"], rope_parameters={"rope_type": "default", "rope_theta": 150000.0},
+    )
+    config._attn_implementation = "eager"
+    config._experts_implementation = "grouped_mm"
+    return _randomize(DecoderLayer(GptOssDecoderLayer(config, layer_idx=1)), 24).to(torch.bfloat16)
+
+
 def _small_config(config_class, **overrides):
     """A small config of another transformers family (the Llama examples' sizes), sdpa attention."""
     fields = dict(

@@ -49,6 +49,13 @@ NAN_PROPAGATING = frozenset({"relu"})
 _SKIPPED_PRIMS = {prims.PrimIDs.UNPACK_TRIVIAL, prims.PrimIDs.DEL, prims.PrimIDs.COMMENT, prims.PrimIDs.UNPACK_SEQUENCE}
 
 
+#: ops of Thunder's torch executor that are not torch functions, by name: how each becomes one
+_THUNDER_OPS_AS_TORCH = {
+    "copy_with_setitem_impl": lambda lowering, bsym: lowering._copy_with_setitem(bsym),
+    "copy_": lambda lowering, bsym: lowering._copy_into(bsym),
+}
+
+
 def _relative_source(filename: str) -> str:
     """A file name that does not depend on where things are installed (for stable output)."""
     path = Path(filename).resolve()
@@ -202,7 +209,39 @@ class Lowerer:
             dataclasses.replace(op, args=(Ref(either.name), *op.args[1:])),
         ]
 
+    def _copy_with_setitem(self, bsym) -> TorchCall:
+        """Thunder's ``copy_with_setitem(a, key, value)`` (``a[key] = value`` on a copy), for keys of
+        index tensors: ``torch.index_put(a, key, value)``."""
+        a, key, value = bsym.args
+        keys = key if isinstance(key, (tuple, list)) else (key,)
+        if not all(isinstance(k, TensorProxy) for k in keys):
+            raise ExportError(f"cannot export an assignment through a {type(key).__name__} key (x[key] = value): "
+                              "expected an index tensor or a tuple of them")
+        where = "setitem"
+        return TorchCall(
+            target="torch.index_put",
+            outputs=self.outputs(bsym, where),
+            args=(self.arg(a, where), Seq(tuple(self.arg(k, where) for k in keys), is_list=False), self.arg(value, where)),
+            kwargs=(),
+            source=source_ref(bsym),
+        )
+
+    def _copy_into(self, bsym) -> TorchCall:
+        """Thunder's ``copy_(copy_from, copy_to, grad_enabled=...)`` (an in-place op's write-back):
+        ``torch.Tensor.copy_(copy_to, copy_from)``."""
+        copy_from, copy_to = bsym.args[:2]
+        where = "copy_"
+        return TorchCall(
+            target="torch.Tensor.copy_",
+            outputs=self.outputs(bsym, where),
+            args=(self.arg(copy_to, where), self.arg(copy_from, where)),
+            kwargs=(),
+            source=source_ref(bsym),
+        )
+
     def torch_call(self, bsym) -> TorchCall:
+        if bsym.sym.name in _THUNDER_OPS_AS_TORCH:
+            return _THUNDER_OPS_AS_TORCH[bsym.sym.name](self, bsym)
         module = getattr(bsym.sym, "module", None)
         module_name = "torch.Tensor" if module is torch.Tensor else getattr(module, "__name__", "")
         target = f"{module_name}.{bsym.sym.name}"
@@ -246,6 +285,10 @@ class Lowerer:
                     if not isinstance(o, TensorProxy):
                         raise ExportError(f"the module returns a {type(o).__name__}; expected a tensor or a tuple of tensors")
                 outputs = tuple(self.name(o.name) for o in flat)
+                continue
+            if bsym.sym.name == "update_aliases":  # Thunder's note after an in-place op: the same tensors
+                for out, alias in zip(bsym.flat_proxy_outs, bsym.flat_proxy_args):
+                    self.renames[out.name] = self.name(alias.name)
                 continue
             if bsym.sym.name.startswith(FUSION_PREFIX) and bsym.sym.name in self.traced.regions:
                 steps.append(self.region(bsym))
