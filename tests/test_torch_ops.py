@@ -57,3 +57,48 @@ def test_query_heads_not_a_multiple_of_the_key_heads_is_one_clear_error():
     with pytest.raises(ExportError, match="3 query heads are not a multiple of 2 key/value heads") as info:
         export(ExportRequest("tests.test_torch_ops:odd_heads", ("1x[S=2..8]x112",), backend="torch"))
     assert "\n" not in str(info.value)
+
+
+class Experts(nn.Module):
+    """Tokens routed to ``experts`` experts by a fixed rule, then one grouped matmul (the layout of
+    transformers' grouped-mm experts)."""
+
+    def __init__(self, experts: int = 4, dim: int = 16, out: int = 8) -> None:
+        super().__init__()
+        generator = torch.Generator().manual_seed(3)
+        self.weight = nn.Parameter(torch.randn(experts, dim, out, generator=generator).to(torch.bfloat16))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        tokens = x.shape[0]
+        counts = torch.full((self.weight.shape[0],), tokens // self.weight.shape[0], dtype=torch.int32, device=x.device)
+        offs = torch.cumsum(counts, dim=0, dtype=torch.int32)
+        return torch.nn.functional.grouped_mm(x, self.weight, offs=offs).float().tanh()
+
+
+def experts() -> Experts:
+    return Experts()
+
+
+def test_grouped_matmuls_trace_on_hosts_whose_cpu_kernel_crashes(monkeypatch):
+    """torch 2.11's CPU grouped matmul of bfloat16 crashed the GPU machine's export (a segfault on
+    its AMX Xeon): while tracing, 16-bit operands on the CPU are multiplied in float32. Here the
+    crash is stood in for by an error from the kernel tracing reaches (verification runs torch's own,
+    which works here); the generated module still calls torch._grouped_mm, and the patch is gone
+    after the export."""
+    from thunder_aot.exporter import torch_ops
+
+    original = torch_ops.TORCH_GROUPED_MM
+    calls = []
+
+    def crashing_on_bf16(a, b, offs=None, bias=None, out_dtype=None):
+        calls.append(a.dtype)
+        if a.device.type == "cpu" and a.dtype is torch.bfloat16:
+            raise AssertionError("bf16 grouped matmul reached the CPU kernel while tracing")
+        return original(a, b, offs=offs, bias=bias, out_dtype=out_dtype)
+
+    monkeypatch.setattr(torch_ops, "TORCH_GROUPED_MM", crashing_on_bf16)
+    text = export(ExportRequest("tests.test_torch_ops:experts", ("32x16:bf16",), backend="torch"))
+    assert torch._grouped_mm is original
+    assert torch.float32 in calls  # the tracing ran the float32 path
+    code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+    assert code.count("torch._grouped_mm(") == 1, code

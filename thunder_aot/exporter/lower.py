@@ -6,6 +6,7 @@ import builtins
 import dataclasses
 import keyword
 import linecache
+import re
 import sys
 from pathlib import Path
 
@@ -90,6 +91,13 @@ def source_ref(bsym) -> SourceRef | None:
     line = bsym.source_positions.lineno
     text = linecache.getline(bsym.source_filename, line).strip()
     return SourceRef(_relative_source(bsym.source_filename), line, text)
+
+
+def state_name(key: str) -> str:
+    """The generated code's name of a parameter or buffer: ``t_`` and its state_dict key, each
+    character that cannot stand in an identifier an underscore (``layer.mlp.experts.down_proj`` ->
+    ``t_layer_mlp_experts_down_proj``)."""
+    return "t_" + re.sub(r"\W", "_", key)
 
 
 class Lowerer:
@@ -261,13 +269,20 @@ class Lowerer:
 
     def lower(self, index: int, bucket: Bucket) -> tuple[BucketProgram, list[ProgramInput]]:
         trace = self.traced.execution_trace
-        inputs = [self.value(a) for a in trace.args]
         program_inputs = []
-        for a in trace.args:
-            kind, source_name = self.traced.arg_kinds.get(a.name, (None, None))
+        kinds = [self.traced.arg_kinds.get(a.name, (None, None)) for a in trace.args]
+        taken = {a.name for a in trace.args} | set(self.renames.values())
+        for a, (kind, source_name) in zip(trace.args, kinds):
             if kind is None:
                 raise ExportError(f"traced argument {a.name!r} is neither an input nor a parameter/buffer of the module")
+            named = state_name(source_name) if kind != "input" else a.name
+            if a.name not in self.renames and named not in taken and named not in RESERVED_NAMES:
+                # named for its state_dict key, as Thunder names most (it names some after the local
+                # variable that first held them: GPT-OSS's experts gave "weight", "selected_weights")
+                self.renames[a.name] = named
+                taken.add(named)
             program_inputs.append(ProgramInput(self.name(a.name), kind, source_name))
+        inputs = [self.value(a) for a in trace.args]
         steps = []
         outputs: tuple[str, ...] = ()
         for bsym in trace.bound_symbols:

@@ -17,6 +17,7 @@ return a plain tuple from Thunder's symbol: :data:`NAMED_RESULTS` names them aga
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -100,8 +101,41 @@ def _grouped_mm(a, b, offs=None, bias=None, out_dtype=None):
     return prims._grouped_mm(a, b, offs)
 
 
+#: torch's own grouped matmul (None on a torch without one)
+TORCH_GROUPED_MM = getattr(torch, "_grouped_mm", None)
+
+
+def _grouped_mm_cpu_safe(mat_a, mat_b, offs=None, bias=None, out_dtype=None):
+    """``torch._grouped_mm`` while export traces a module on the CPU: 16-bit floats on the CPU are
+    multiplied in float32 and rounded back. torch 2.11's CPU kernel for bfloat16 grouped matmuls
+    crashes the process (a segmentation fault, seen on the GPU machine's AMX-capable Xeon, not on
+    the development machine); the values computed while tracing are not the generated module's."""
+    if (mat_a.device.type == "cpu" and mat_a.dtype in (torch.bfloat16, torch.float16) and bias is None
+            and out_dtype in (None, mat_a.dtype)):
+        return TORCH_GROUPED_MM(mat_a.float(), mat_b.float(), offs=offs).to(mat_a.dtype)
+    return TORCH_GROUPED_MM(mat_a, mat_b, offs=offs, bias=bias, out_dtype=out_dtype)
+
+
+@contextlib.contextmanager
+def cpu_safe_grouped_mm():
+    """While tracing, ``torch._grouped_mm`` (which ``F.grouped_mm`` and Thunder's execution trace
+    look up by name) is :func:`_grouped_mm_cpu_safe`; the trace and the generated code still name
+    ``torch._grouped_mm``."""
+    if TORCH_GROUPED_MM is None:
+        yield
+        return
+    previous = torch._grouped_mm
+    torch._grouped_mm = _grouped_mm_cpu_safe
+    try:
+        yield
+    finally:
+        torch._grouped_mm = previous
+
+
 #: torch functions traced through a translation of ours into Thunder's symbols (by the function)
-TRANSLATIONS: dict[Callable, Callable] = {torch._grouped_mm: _grouped_mm} if hasattr(prims, "_grouped_mm") else {}
+TRANSLATIONS: dict[Callable, Callable] = (
+    {TORCH_GROUPED_MM: _grouped_mm, _grouped_mm_cpu_safe: _grouped_mm} if hasattr(prims, "_grouped_mm") else {}
+)
 
 #: the executor whose lookasides replace :data:`TORCH_OPS`' functions while Thunder traces, and
 #: name :data:`NAMED_RESULTS`' results (a method call on a traced tensor reaches Thunder as its symbol)

@@ -90,8 +90,11 @@ def _dtypes_compare_with_torchs():
 
 @contextlib.contextmanager
 def _tracing_as_torch_runs():
-    """What Thunder's interpreter needs to see a forward as torch runs it (see the two above)."""
-    with _ops_attributed_to_user_lines(), _dtypes_compare_with_torchs():
+    """What Thunder's interpreter needs to see a forward as torch runs it (see the two above), and
+    grouped matmuls that run on the CPU copy it traces (:func:`torch_ops.cpu_safe_grouped_mm`)."""
+    from thunder_aot.exporter import torch_ops
+
+    with _ops_attributed_to_user_lines(), _dtypes_compare_with_torchs(), torch_ops.cpu_safe_grouped_mm():
         yield
 
 

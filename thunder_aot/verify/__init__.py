@@ -101,11 +101,13 @@ def verify(
     class_name: str,
     device: str = "cpu",
     seed: int | None = None,
+    without_float64: list[str] | None = None,
 ) -> int:
     """Run the generated module (its text, or the module already imported from it) against
     ``source`` in every bucket, at each dynamic dim's edges and inside, on seeded random inputs and
     once more with non-finite values among them; judge every output against float64 (:mod:`.judge`).
-    Returns how many calls were checked; a refusal names the seed that repeats its inputs."""
+    Returns how many calls were checked; a refusal names the seed that repeats its inputs.
+    ``without_float64``: gets the calls judged against eager alone (the source cannot run in float64)."""
     from thunder_aot.verify.judge import judge, reference64, upcast64
 
     seed = new_seed() if seed is None else seed
@@ -130,6 +132,8 @@ def verify(
                     except Exception as e:
                         raise ExportError(f"{where}: the generated module raised {type(e).__name__}: {e}") from e
                     reference = reference64(source, inputs, source64) if source64 is not None else None
+                    if reference is None and without_float64 is not None:
+                        without_float64.append(where)
                     judge(expected, actual, reference, where)
                     checked += 1
     except ExportError as e:

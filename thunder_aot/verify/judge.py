@@ -22,13 +22,42 @@ _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _CASTS = {torch.Tensor.float, torch.Tensor.half, torch.Tensor.bfloat16}
 
 
+def _grouped_mm64(mat_a, mat_b, offs=None, bias=None, out_dtype=None):
+    """``torch._grouped_mm`` of float64 operands (torch's kernels take 16- and 32-bit floats only),
+    group by group as its documentation defines it: ``offs`` holds the groups' ends along the jagged
+    dim, rows past ``offs[-1]`` are zeros; without ``offs`` a batched product."""
+    if offs is None:
+        out = torch.bmm(mat_a, mat_b) if mat_a.ndim == 3 else torch.matmul(mat_a, mat_b)
+        return out if bias is None else out + bias.unsqueeze(-2)
+    ends = offs.tolist()
+    starts = [0, *ends[:-1]]
+    if mat_a.ndim == 2 and mat_b.ndim == 3:  # rows of a jagged: out [M, N]
+        out = mat_a.new_zeros(mat_a.shape[0], mat_b.shape[-1])
+        for g, (start, end) in enumerate(zip(starts, ends)):
+            out[start:end] = mat_a[start:end] @ mat_b[g] + (0 if bias is None else bias[g])
+    elif mat_a.ndim == 3 and mat_b.ndim == 2:  # columns of b jagged: out [M, N]
+        out = mat_a.new_zeros(mat_a.shape[1], mat_b.shape[-1])
+        for g, (start, end) in enumerate(zip(starts, ends)):
+            out[:, start:end] = mat_a[g] @ mat_b[:, start:end] + (0 if bias is None else bias[g, start:end])
+    else:  # the shared dim jagged: out [G, M, N]
+        out = torch.stack([mat_a[:, start:end] @ mat_b[start:end] for start, end in zip(starts, ends)])
+        out = out if bias is None else out + bias.unsqueeze(-2)
+    return out
+
+
+_GROUPED_MMS = {f for f in (getattr(torch, "_grouped_mm", None), getattr(torch.nn.functional, "grouped_mm", None)) if f}
+
+
 class _StayInFloat64(torch.overrides.TorchFunctionMode):
     """Runs a module with every floating cast it writes (``x.float()``, ``x.to(torch.float32)``,
     ``softmax(..., dtype=torch.float32)``, ``.to(input_dtype)``) kept in float64, so that the
-    reference carries no rounding of the module's own low-precision steps."""
+    reference carries no rounding of the module's own low-precision steps; grouped matmuls (MoE
+    experts) run group by group in float64 (:func:`_grouped_mm64`)."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})
+        if func in _GROUPED_MMS and args and getattr(args[0], "dtype", None) == torch.float64:
+            return _grouped_mm64(*args, **kwargs)
         if func in _CASTS and args and isinstance(args[0], torch.Tensor):  # x.float() of floats or integers
             return args[0] if args[0].is_floating_point() else args[0].to(torch.float64)
         if kwargs.get("dtype") in _FLOATS:
