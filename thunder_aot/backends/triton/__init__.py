@@ -84,9 +84,9 @@ class TritonBackend(Backend):
 
     def _pointwise_view(self, region: Region, dims: tuple[DimRange, ...]) -> TritonRegionView:
         prog, body, outputs = self._pointwise_program(region, dims)
-        if not region.inputs:
-            raise Unsupported("a region without inputs")
-        first = region.inputs[0].name
+        # a region without inputs (torch.arange) allocates on the program's device (codegen defines
+        # ``device`` where a region's ops take one)
+        first = region.inputs[0].name if region.inputs else None
         kernel_params = [f"{v.name}_ptr" for v in region.inputs] + [f"{o.value.name}_out_ptr" for o in outputs]
         launch_args = [v.name for v in region.inputs] + [o.value.name for o in outputs]
         allocations = [
@@ -207,13 +207,15 @@ class TritonBackend(Backend):
         )
 
 
-def _allocation(name: str, sizes_text: list[str], dtype: str, like: str) -> Line:
+def _allocation(name: str, sizes_text: list[str], dtype: str, like: str | None) -> Line:
     """An output's contiguous allocation: torch's C allocator where forward launches directly
-    (``_device >= 0``), else ``torch.empty`` on the device of input ``like``."""
+    (``_device >= 0``), else ``torch.empty`` on the device of input ``like`` (None: the program's
+    ``device``)."""
     sizes, torch_dtype = tuple_text(sizes_text), f"torch.{dtype}"
+    on = "device" if like is None else f"{like}.device"
     return Line(
         f"{name} = empty_strided_cuda({sizes}, {tuple_text(contiguous_strides(sizes_text))}, {torch_dtype}) "
-        f"if _device >= 0 else torch.empty({sizes}, dtype={torch_dtype}, device={like}.device)"
+        f"if _device >= 0 else torch.empty({sizes}, dtype={torch_dtype}, device={on})"
     )
 
 

@@ -58,7 +58,7 @@ class TritonRegionView:
         tensors = self.tensor_names
         raw = [f"{t}.data_ptr()" for t in tensors] + list(self.size_names)
         inputs = [i for i, t in enumerate(tensors) if t in self.params]
-        misaligned = "(" + " | ".join(f"_raw[{i}]" for i in inputs) + ") & 15 != 0"
+        misaligned = "(" + " | ".join(f"_raw[{i}]" for i in inputs) + ") & 15 != 0" if inputs else "False"
         direct = f"_kernel[1]({self.programs}, 1, 1, raw_stream(_device), *_kernel[2], *_raw, {self.n}, {self.block})"
         general = f"{self.name}.launch({self.programs}, {tuple_text(list(self.launch_args))}, _raw, _misaligned, {self.n})"
         return (

@@ -11,6 +11,7 @@ backend renders it as torch calls instead, so correctness never depends on cover
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -418,9 +419,19 @@ def _pow(p: RowProgram, op: PrimOp) -> str:
     return p.set(out, pow_text(a.text, op.args[1]), a.kind)
 
 
+def half_literal(text: str, dtype: str) -> str:
+    """An arm of ``tl.where`` whose result is a 16-bit float: a number literal made a float32
+    scalar and cast (Triton's interpreter cannot make a bfloat16 constant; on the GPU it folds)."""
+    if dtype in ("float16", "bfloat16") and re.fullmatch(r"-?[0-9.e+-]+|float\(\S+\)", text):
+        return f"tl.full([], {text}, tl.float32).to({TL_DTYPES[dtype]})"
+    return text
+
+
 def _where(p: RowProgram, op: PrimOp) -> str:
     c, a, b = (p.arg(x) for x in op.args)
-    return p.set(op.outputs[0], f"tl.where({c.text}, {a.text}, {b.text})", _combine(c.kind, a.kind, b.kind))
+    dtype = op.outputs[0].spec.dtype
+    return p.set(op.outputs[0], f"tl.where({c.text}, {half_literal(a.text, dtype)}, {half_literal(b.text, dtype)})",
+                 _combine(c.kind, a.kind, b.kind))
 
 
 def _convert(p: RowProgram, op: PrimOp) -> str:

@@ -27,7 +27,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from thunder_aot.backends.base import Line, render_const, source_comments
-from thunder_aot.backends.triton.lowering import _BINARY, _COMPARISONS, _REDUCE_IDENTITY, _UNARY, TL_DTYPES, Unsupported, pow_text
+from thunder_aot.backends.triton.lowering import (
+    _BINARY, _COMPARISONS, _REDUCE_IDENTITY, _UNARY, TL_DTYPES, Unsupported, half_literal, pow_text,
+)
 from thunder_aot.backends.triton.schedule import MAX_BLOCK, Schedule, schedule
 from thunder_aot.model import Const, Dim, DimRange, DType, PrimOp, Ref, Region, Seq, SizeArg, Value
 
@@ -104,6 +106,8 @@ class PointwiseProgram:
         self.lines: list[Line] = []
         self._memo: dict[tuple[str, Index, str], str] = {}
         self._masks: dict[str, str] = {}
+        #: each named mask's program axes (``row``, ``cols``, ``offs``), its named masks' included
+        self._mask_axes: dict[str, set[str]] = {}
         #: a tile's row-and-lane mask -> (its rows' mask, its lanes' condition): a load whose
         #: address does not vary along rows (or lanes) takes the other part alone
         self._mask_parts: dict[str, tuple[str, str]] = {}
@@ -160,6 +164,7 @@ class PointwiseProgram:
         if condition not in self._masks:
             name = f"m{len(self._masks)}"
             self._masks[condition] = name
+            self._mask_axes[name] = self._axes(condition)
             self.lines.append(Line(f"{name} = {condition}"))
         return self._masks[condition]
 
@@ -221,9 +226,9 @@ class PointwiseProgram:
         address that varies along fewer axes than the program's tile takes the matching part of a
         tile mask, else the pointer is broadcast to the tile."""
         axes = ("row", "cols") if self.tiled else ("offs",)
-        used = {axis for axis in axes if re.search(rf"\b{axis}\b", offset)}
+        used = self._axes(offset)
         pointer = f"{name}_ptr + {offset}"
-        if len(used) < len(axes):
+        if len(used) < len(axes) and not self._axes(mask) <= used:  # a mask wider than the pointer
             rows, lanes = self._mask_parts.get(mask, (None, None))
             if used == {"cols"} and lanes is not None:
                 mask = self.mask_name(lanes)
@@ -233,6 +238,13 @@ class PointwiseProgram:
                 shape = f"({self.plan.rows}, BLOCK)" if self.tiled else "(BLOCK,)"
                 pointer = f"tl.broadcast_to({pointer}, {shape})"
         return f"tl.load({pointer}, mask={mask}, other=0)"
+
+    def _axes(self, text: str) -> set[str]:
+        """The program axes an index or mask expression varies along."""
+        axes = {axis for axis in ("row", "cols", "offs") if re.search(rf"\b{axis}\b", text)}
+        for name in re.findall(r"\bm\d+\b", text):
+            axes |= self._mask_axes.get(name, set())
+        return axes
 
     def tile_mask(self, lanes: str) -> str:
         """The mask of the tile's valid rows and the lanes where ``lanes`` holds."""
@@ -355,10 +367,56 @@ def _compare(operator: str) -> Lower:
     return lower
 
 
+_FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
+#: the integer type a float's bits are read as (its sign bit is the integer's)
+_BITS = {"float16": "tl.int16", "bfloat16": "tl.int16", "float32": "tl.int32", "float64": "tl.int64"}
+
+
+def _integer_divisor(op: PrimOp) -> str:
+    """The divisor of an integer div or fmod: a nonzero constant (a tensor divisor may hold zeros,
+    where torch raises and a kernel would not)."""
+    divisor = op.args[1]
+    if not (isinstance(divisor, Const) and isinstance(divisor.value, int) and not isinstance(divisor.value, bool)
+            and divisor.value != 0):
+        raise Unsupported(f"integer {op.prim} by other than a nonzero constant")
+    return str(divisor.value)
+
+
 def _div(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) -> str:
-    if op.outputs[0].spec.dtype not in ("float16", "bfloat16", "float32", "float64"):
-        raise Unsupported("integer division")
+    """Floats: true division. Integers (Thunder's floor_divide divides, then corrects the sign):
+    division truncated toward zero, which Triton's ``//`` of signed integers is (LLVM's sdiv)."""
+    if op.outputs[0].spec.dtype not in _FLOAT_DTYPES:
+        return f"{p.operand(op.args[0], index, mask)} // {_integer_divisor(op)}"
     return _binary("{} / {}")(p, op, name, index, mask)
+
+
+def _fmod(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) -> str:
+    """The remainder with the dividend's sign (C's fmod): Triton's ``%`` (LLVM's srem and frem)."""
+    if op.outputs[0].spec.dtype not in _FLOAT_DTYPES:
+        return f"{p.operand(op.args[0], index, mask)} % {_integer_divisor(op)}"
+    return _binary("{} % {}")(p, op, name, index, mask)
+
+
+def _signbit(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) -> str:
+    """Integers: below zero. Floats: the sign bit (set for -0.0 and negative NaNs too)."""
+    a = op.args[0]
+    if not isinstance(a, Ref):
+        raise Unsupported("signbit of a constant")
+    dtype = p.specs[a.name].dtype
+    text = p.operand(a, index, mask)
+    return f"({text}).to({_BITS[dtype]}, bitcast=True) < 0" if dtype in _BITS else f"{text} < 0"
+
+
+def _iota(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) -> str:
+    """``start + i * step`` at element i of the 1-D output (torch.arange)."""
+    kwargs = dict(op.kwargs)
+    start, step, dtype = kwargs["start"], kwargs["step"], kwargs["dtype"]
+    if not all(isinstance(c, Const) and isinstance(c.value, int) and not isinstance(c.value, bool) for c in (start, step)):
+        raise Unsupported("iota with other than integer constant start and step")
+    assert isinstance(dtype, DType)
+    scaled = index[0] if step.value == 1 else f"{index[0]} * {step.value}"
+    shifted = scaled if start.value == 0 else f"{start.value} + {scaled}"
+    return f"({shifted}).to({TL_DTYPES[dtype.name]})"
 
 
 def _pow(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) -> str:
@@ -366,7 +424,9 @@ def _pow(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) ->
 
 
 def _where(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) -> str:
-    return "tl.where({}, {}, {})".format(*(p.operand(a, index, mask) for a in op.args[:3]))
+    c, a, b = (p.operand(x, index, mask) for x in op.args[:3])
+    dtype = op.outputs[0].spec.dtype
+    return f"tl.where({c}, {half_literal(a, dtype)}, {half_literal(b, dtype)})"
 
 
 def _convert(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) -> str:
@@ -502,6 +562,9 @@ POINTWISE_OPS: dict[str, Lower] = {
     **{name: _binary(f"{{}} {operator} {{}}") for name, operator in _BINARY.items()},
     **{name: _compare(operator) for name, operator in _COMPARISONS.items()},
     "div": _div,
+    "fmod": _fmod,
+    "signbit": _signbit,
+    "iota": _iota,
     "pow": _pow,
     "maximum": _binary("tl.maximum({}, {})"),
     "minimum": _binary("tl.minimum({}, {})"),
