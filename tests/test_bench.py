@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.helpers import ROOT, run_cli
 from thunder_aot.bench import Measurement, Report, floor_of, points_for, write_markdown, write_reports
 from thunder_aot.shapes import parse_shapes
@@ -127,6 +129,24 @@ def test_model_bench_on_cpu_checks_and_times_whole_forwards(tmp_path):
     assert "--model" in (out / "bench.md").read_text()
 
 
+@pytest.mark.traces
+def test_cold_start_of_a_model_runs_each_system_in_fresh_processes(tmp_path):
+    """bench --model --cold-start (issue 19): each system in a fresh process with empty and with warm
+    caches, to a first output judged against float64; torch.compile is left out on CPU."""
+    out = tmp_path / "cold"
+    result = run_cli("bench", "thunder_aot.examples.hf:tiny_llama", "--model", "--cold-start", "--backends", "torch",
+                     "--sizes", "5", "--out", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    text = (out / "cold.md").read_text()
+    assert "--cold-start" in text and "5 tokens" in text
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in text.splitlines() if line.startswith("| ") and "---" not in line}
+    assert set(rows) == {"system", "Eager", "thunder-aot layers", "thunder-aot layer stack"}, rows
+    for system in ("Eager", "thunder-aot layers", "thunder-aot layer stack"):
+        cold_total, cold_after, warm_total, warm_after = (float(x) for x in rows[system].strip("| ").split(" | ")[1:])
+        assert 0 <= cold_after < cold_total and 0 <= warm_after < warm_total, rows[system]
+    assert "- torch.compile: not run on CPU" in text
+
+
 def test_model_bench_arguments_are_checked():
     both = run_cli("bench", "thunder_aot.examples.hf:tiny_llama", "--model", "--shapes", "1x[1..8]x256")
     assert both.returncode != 0 and "drop --shapes" in both.stderr
@@ -134,3 +154,5 @@ def test_model_bench_arguments_are_checked():
     assert stack_alone.returncode != 0 and "expected --model" in stack_alone.stderr
     neither = run_cli("bench", "thunder_aot.examples.gpt_oss:rmsnorm")
     assert neither.returncode != 0 and "--shapes is required" in neither.stderr
+    cold_module = run_cli("bench", "thunder_aot.examples.gpt_oss:rmsnorm", "--shapes", "1x[1..8]x2880", "--cold-start")
+    assert cold_module.returncode != 0 and "--cold-start: expected --model" in cold_module.stderr

@@ -122,6 +122,10 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--model", action="store_true",
                        help="SOURCE is a whole causal LM: time forwards (eager, torch.compile default / reduce-overhead / "
                        "per layer, thunder-aot whole decoder layers with and without CUDA graphs) at --sizes tokens")
+    bench.add_argument("--cold-start", action="store_true",
+                       help="with --model: instead of per-forward times, a fresh process to its first correct output "
+                       "(eager, torch.compile, thunder-aot layers and layer stack; empty and warm disk caches) at the "
+                       "first of --sizes tokens (default 16); writes cold.md to --out")
     bench.add_argument(
         "--backends",
         default="auto",
@@ -305,6 +309,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else None
     command = shlex.join(["thunder-aot", "bench", *sys.argv[2:]]) if sys.argv[1:2] == ["bench"] else ""
     checkpoint = (lambda report: write_reports(report, Path(args.out))) if args.out else (lambda report: None)
+    if args.cold_start:
+        return _cold_start(args, sizes, command)
     if args.model:
         from thunder_aot.bench.models import run_model_bench
 
@@ -325,6 +331,29 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.out:
         for path in write_reports(report, Path(args.out)):
             _progress(f"wrote {path}")
+    return 0
+
+
+def _cold_start(args: argparse.Namespace, sizes: list[int] | None, command: str) -> int:
+    from thunder_aot.bench.cold import markdown, run_cold_start
+
+    backends = [b for b in args.backends.split(",") if b]
+    if not args.model or args.shapes or args.stack or args.stack_module or len(backends) != 1 or ":" in backends[0]:
+        raise ExportError("bench --cold-start: expected --model and one backend (no --shapes, --stack, :unchecked)")
+    backend = backends[0]
+    if backend == "auto":
+        from thunder_aot.backends import resolve_auto
+
+        backend, _ = resolve_auto()
+    tokens = (sizes or [16])[0]
+    runs, skipped = run_cold_start(args.source, backend, tokens, progress=_progress)
+    text = markdown(runs, skipped, f"{args.source}, {tokens} tokens", command, backend)
+    print(text, end="")
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "cold.md").write_text(text)
+        _progress(f"wrote {out / 'cold.md'}")
     return 0
 
 
