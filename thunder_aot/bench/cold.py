@@ -5,9 +5,10 @@ builds the causal LM from its factory, prepares the system (``torch.compile``, o
 decoder layers swapped in) and runs one forward of ``S`` tokens, synchronized; its logits are then
 judged against eager's in the same process. Each system is measured twice: with empty disk caches
 (Triton's and inductor's cache folders fresh) and with warm ones (the same folders, filled by the
-cold run). Reported per run: seconds from the process's start (taken by the parent, before it
-spawns the child) to the first output, and the part after the model was built (the system's own cost: imports of the generated module, compiles,
-the first call). The generated module is exported once, before, by the parent process.
+cold run; the operating system's file cache is not dropped). Reported per run: seconds from the
+process's start (taken by the parent, before it spawns the child) to the first output, and the part
+after the model was built (the system's own cost: importing the generated module, compiles, the
+first call). The generated module is exported once, before, by the parent process.
 
 The child is this module run as a script: ``python -m thunder_aot.bench.cold SOURCE SYSTEM S
 [GENERATED]``; it prints one JSON line.
