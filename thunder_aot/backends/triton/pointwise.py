@@ -372,14 +372,20 @@ _FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 _BITS = {"float16": "tl.int16", "bfloat16": "tl.int16", "float32": "tl.int32", "float64": "tl.int64"}
 
 
+def _int_const(arg) -> int | None:
+    """The value of an integer constant argument (not a bool), else None."""
+    if isinstance(arg, Const) and isinstance(arg.value, int) and not isinstance(arg.value, bool):
+        return arg.value
+    return None
+
+
 def _integer_divisor(op: PrimOp) -> str:
     """The divisor of an integer div or fmod: a nonzero constant (a tensor divisor may hold zeros,
     where torch raises and a kernel would not)."""
-    divisor = op.args[1]
-    if not (isinstance(divisor, Const) and isinstance(divisor.value, int) and not isinstance(divisor.value, bool)
-            and divisor.value != 0):
+    divisor = _int_const(op.args[1])
+    if not divisor:
         raise Unsupported(f"integer {op.prim} by other than a nonzero constant")
-    return str(divisor.value)
+    return str(divisor)
 
 
 def _div(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) -> str:
@@ -410,12 +416,12 @@ def _signbit(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str
 def _iota(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) -> str:
     """``start + i * step`` at element i of the 1-D output (torch.arange)."""
     kwargs = dict(op.kwargs)
-    start, step, dtype = kwargs["start"], kwargs["step"], kwargs["dtype"]
-    if not all(isinstance(c, Const) and isinstance(c.value, int) and not isinstance(c.value, bool) for c in (start, step)):
+    start, step, dtype = _int_const(kwargs["start"]), _int_const(kwargs["step"]), kwargs["dtype"]
+    if start is None or step is None:
         raise Unsupported("iota with other than integer constant start and step")
     assert isinstance(dtype, DType)
-    scaled = index[0] if step.value == 1 else f"{index[0]} * {step.value}"
-    shifted = scaled if start.value == 0 else f"{start.value} + {scaled}"
+    scaled = index[0] if step == 1 else f"{index[0]} * {step}"
+    shifted = scaled if start == 0 else f"{start} + {scaled}"
     return f"({shifted}).to({TL_DTYPES[dtype.name]})"
 
 
