@@ -142,3 +142,35 @@ def test_real_submodule_matches_eager_on_the_gpu(source, shapes, unfused, backen
     export(ExportRequest(source, (shapes,), backend=backend), progress=messages.append)
     assert any(m.startswith("verified:") for m in messages), messages
     assert not [m for m in messages if "kernel for" in m], messages  # every region a kernel
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gpt_oss_mask_layer_stack_on_the_gpu_with_cuda_graphs(backend):
+    """The small GPT-OSS causal LM (eager attention with sinks, sliding windows of 8, grouped-mm
+    experts) served by a stack of one exported mask layer: per call, with per-layer CUDA graphs,
+    and captured whole by the caller (the stack makes its masks inside the capture), judged
+    against the model at lengths inside and past the window."""
+    from tests.test_real_models import GPT_OSS_MASK_SHAPES
+    from thunder_aot.examples.hf import gpt_oss_small_causal_lm
+    from thunder_aot.layers import LastTokenLogits, StackAdapter
+
+    text = export(ExportRequest("thunder_aot.examples.hf:gpt_oss_small_decoder_layer_mask", (GPT_OSS_MASK_SHAPES,),
+                                backend=backend))
+    gen = load_module_from_text(text, f"gpu_gpt_oss_mask_{backend}")
+    model = gpt_oss_small_causal_lm().cuda()
+    with torch.no_grad():
+        for graphs in (None, "static"):
+            adapter = StackAdapter(model, gen.DecoderLayerMaskCall, cuda_graphs=graphs)
+            for tokens in (1, 9, 23, 32):
+                ids = _ids(tokens)
+                got = adapter(ids, use_cache=False, logits_to_keep=1).logits
+                check_outputs(LastTokenLogits(model), [ids], got, f"GPT-OSS stack ({backend}, graphs {graphs}) at {tokens}")
+            assert dict(adapter.calls) == {"generated": 4}
+        adapter = StackAdapter(model, gen.DecoderLayerMaskCall)
+        static = _ids(23)
+        graph, out = _capture(lambda ids: adapter(ids, use_cache=False, logits_to_keep=1).logits, [static])
+        for _ in range(2):
+            static.copy_(_ids(23))
+            graph.replay()
+            torch.cuda.synchronize()
+            check_outputs(LastTokenLogits(model), [static], out, f"GPT-OSS stack ({backend}) captured whole")

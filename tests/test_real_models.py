@@ -374,3 +374,67 @@ def test_a_stack_of_generated_layers_serves_a_causal_lms_last_token_forward():
     assert dict(adapter.calls) == {"generated": 5, "outside every bucket": 1}  # the check, 4 sizes
     with pytest.raises(TypeError, match="generated from DecoderLayerCall"):
         LayerStack(model, gen.DecoderLayerCall.__mro__[1])
+
+
+#: the small GPT-OSS causal LM's layer with its (additive, bf16) mask: windows of 8 inside the bucket
+GPT_OSS_MASK_SHAPES = "1x[S=1..32]x256:bf16, 1x[S]x32:bf16, 1x[S]x32:bf16, 1x1x[S]x[S]:bf16"
+
+
+def test_gpt_oss_mask_layers_serve_its_sliding_and_full_layers():
+    """GPT-OSS's layers (eager attention with sinks, sliding windows of 8 on every other layer): one
+    export of its first layer as DecoderLayerMaskCall serves every layer, both in the model's own
+    forward (replace: the model builds the masks) and in a LayerStack (the stack builds them, per
+    layer kind); both match the model (float64 judgement) at lengths inside and past the window,
+    and a stack that gave the sliding layers full causal masks would not (by a tenth of the logits'
+    range: MoE routing that flips between bf16 and float64 can widen the judgement's tolerance). DecoderLayerCall layers
+    and a whole-stack export, which pass no mask (eager attention would see every key), are refused."""
+    from transformers.models.gpt_oss.modeling_gpt_oss import GptOssDecoderLayer
+
+    from thunder_aot.examples.hf import gpt_oss_small_causal_lm
+    from thunder_aot.layers import DecoderStackCall, LayerStack, StackAdapter
+
+    messages = []
+    text = export(ExportRequest("thunder_aot.examples.hf:gpt_oss_small_decoder_layer_mask", (GPT_OSS_MASK_SHAPES,),
+                                backend="torch"), verify=False, progress=messages.append)
+    assert any("sliding_window" in m or "more do not change the trace" in m for m in messages), messages
+    gen = load_module_from_text(text, "gen_gpt_oss_mask_layer")
+    model = gpt_oss_small_causal_lm()
+    assert model.config.layer_types[:2] == ["sliding_attention", "full_attention"]
+    generator = torch.Generator().manual_seed(torch.seed() >> 1)
+    adapter = StackAdapter(model, gen.DecoderLayerMaskCall, check_ids=torch.randint(0, 512, (1, 32), generator=generator))
+    swapped = copy.deepcopy(model)
+    replace(swapped, GptOssDecoderLayer, gen.DecoderLayerMaskCall)
+    with torch.no_grad():
+        for tokens in (1, 8, 9, 23):
+            ids = torch.randint(0, 512, (1, tokens), generator=generator)
+            check_outputs(_LastLogitsOf(model), [ids], adapter(ids, use_cache=False, logits_to_keep=1).logits,
+                          f"GPT-OSS layer stack at {tokens} tokens")
+            check_outputs(Logits(model), [ids], Logits(swapped)(ids), f"GPT-OSS with mask layers at {tokens} tokens")
+        # without its mask an eager layer sees every key: the adapter gives the generated module that
+        layer, hidden = model.model.layers[1], torch.randn(1, 12, 256, generator=generator).to(torch.bfloat16)
+        rotary = model.model.rotary_emb(hidden, torch.arange(12).unsqueeze(0))
+        got = swapped.model.layers[1](hidden, attention_mask=None, position_embeddings=rotary)
+        check_outputs(_UnmaskedLayer(layer, rotary), [hidden], got, "GPT-OSS layer called without a mask")
+        stack = adapter.__dict__["generated"]
+        stack.windows = [None] * len(stack.windows)  # every layer full: the sliding layers' answer changes
+        stack._masks.clear()
+        ids = torch.randint(0, 512, (1, 23), generator=generator)
+        got = adapter(ids, use_cache=False, logits_to_keep=1).logits.float()
+        want = model(ids, use_cache=False, logits_to_keep=1).logits.float()
+        assert (got - want).abs().max() > 0.1 * want.abs().max()  # not a rounding difference
+    assert dict(adapter.calls) == {"generated": 6}
+    assert [dict(a.calls) for a in swapped.model.layers] == [{"generated": 4}, {"generated": 5}, {"generated": 4},
+                                                               {"generated": 4}]
+    with pytest.raises(TypeError, match="need their attention mask.*DecoderLayerMaskCall"):
+        LayerStack(model, type("DecoderLayerCall", (), {}))
+    with pytest.raises(TypeError, match="need their attention mask"):
+        DecoderStackCall(model)
+
+
+class _UnmaskedLayer(torch.nn.Module):
+    def __init__(self, layer: torch.nn.Module, rotary) -> None:
+        super().__init__()
+        self.layer, self.rotary = layer, rotary
+
+    def forward(self, hidden):
+        return self.layer(hidden, attention_mask=None, position_embeddings=self.rotary)

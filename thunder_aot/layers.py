@@ -23,8 +23,8 @@ from torch import nn
 from thunder_aot.runtime import adopt_state
 
 __all__ = [
-    "DecoderLayerCall", "DecoderLayerCacheCall", "DecoderLayerMaskCall", "DecoderStackCall", "LayerAdapter", "LayerStack",
-    "StackAdapter",
+    "DecoderLayerCall", "DecoderLayerCacheCall", "DecoderLayerMaskCall", "DecoderStackCall", "LastTokenLogits", "LayerAdapter",
+    "LayerStack", "StackAdapter",
 ]
 
 
@@ -56,6 +56,67 @@ class DecoderLayerMaskCall(nn.Module):
     def forward(self, hidden_states, cos, sin, attention_mask):
         out = self.layer(hidden_states, attention_mask=attention_mask, position_embeddings=(cos, sin))
         return out[0] if isinstance(out, tuple) else out
+
+
+def attention_implementation(layer: nn.Module) -> str | None:
+    """The attention a transformers layer (or model) runs: its config's ``_attn_implementation``."""
+    config = getattr(layer, "config", None)
+    if config is None:
+        config = next((m.config for m in layer.modules() if hasattr(m, "config")), None)
+    return getattr(config, "_attn_implementation", None)
+
+
+def layer_windows(config) -> list[int | None]:
+    """Each decoder layer's sliding window (None: full causal attention), as transformers' models
+    pick their masks: by ``config.layer_types`` where the config has them (GPT-OSS, Gemma 2/3,
+    Qwen 2/3), else every layer sliding where ``config.sliding_window`` is set (Mistral)."""
+    window = getattr(config, "sliding_window", None)
+    types = getattr(config, "layer_types", None)
+    if types is None:
+        return [window] * config.num_hidden_layers
+    unknown = sorted(set(types) - {"full_attention", "sliding_attention"})
+    if unknown:
+        raise TypeError(f"layer types {', '.join(unknown)}: expected full_attention and sliding_attention layers")
+    return [window if kind == "sliding_attention" else None for kind in types]
+
+
+def needs_mask(config) -> bool:
+    """Whether a model's layers must be given their attention mask to be causal: eager attention
+    adds the mask to its scores (no mask: every query sees every key), and sliding-window layers
+    take their window from it. sdpa and flash attention without a window are causal on their own."""
+    return getattr(config, "_attn_implementation", None) not in ("sdpa", "flash_attention_2", "flash_attention_3") or any(
+        w is not None for w in layer_windows(config)
+    )
+
+
+def prefill_call(config) -> type[nn.Module]:
+    """How a prefill of a model with ``config`` exports its layers: :class:`DecoderLayerMaskCall`
+    where its layers need their mask (:func:`needs_mask`), else :class:`DecoderLayerCall`."""
+    return DecoderLayerMaskCall if needs_mask(config) else DecoderLayerCall
+
+
+def mask_dtype(model: nn.Module) -> torch.dtype:
+    """The dtype of the mask transformers gives ``model``'s layers: bool for sdpa and flash
+    attention, the model's dtype (an additive mask) for eager attention."""
+    if attention_implementation(model) == "eager":
+        return next(model.parameters()).dtype
+    return torch.bool
+
+
+def causal_mask(
+    batch: int, length: int, dtype: torch.dtype, device: torch.device | str, window: int | None = None
+) -> torch.Tensor:
+    """The ``[batch, 1, length, length]`` mask transformers builds for a batch without padding:
+    query ``q`` attends key ``k`` where ``k <= q`` (and ``k > q - window`` with a sliding window);
+    bool (True where it attends: sdpa's) or, for a floating ``dtype``, additive (0 where it attends,
+    the dtype's minimum elsewhere: eager attention's)."""
+    positions = torch.arange(length, device=device)
+    attends = positions[None, :] <= positions[:, None]
+    if window is not None:
+        attends &= positions[None, :] > positions[:, None] - window
+    if dtype != torch.bool:
+        attends = torch.zeros(attends.shape, dtype=dtype, device=device).masked_fill_(~attends, torch.finfo(dtype).min)
+    return attends.expand(batch, 1, length, length).contiguous()
 
 
 class StepCache:
@@ -129,7 +190,7 @@ class LayerAdapter(nn.Module):
         if call is DecoderLayerCacheCall:
             adapter.__dict__["cache"] = _CacheSlots(layer, generated_class)
         elif call is DecoderLayerMaskCall:
-            adapter.__dict__["masks"] = _CausalMasks()
+            adapter.__dict__["masks"] = _Masks(layer, generated_class)
         return adapter
 
     def forward(
@@ -200,19 +261,22 @@ class LayerAdapter(nn.Module):
         return f"thunder-aot {type(self.__dict__['generated']).__name__} in front of {type(self.__dict__['layer']).__name__}"
 
 
-class _CausalMasks:
-    """The attention masks a :class:`DecoderLayerMaskCall` module gets: the caller's own (a bool
-    ``[batch, 1, seq, seq]`` mask, as transformers builds it) or, where the caller passes none
-    (transformers leaves it to sdpa's causal flag), a causal mask made once per length and device."""
+class _Masks:
+    """The attention masks a :class:`DecoderLayerMaskCall` module gets: the caller's own, of the
+    exported kind (``[batch, 1, seq, seq]``, bool for sdpa, additive in the layer's dtype for eager
+    attention), or, where the caller passes none, the mask that computes what the layer computes
+    without one: causal for sdpa and flash attention (their causal flag), none at all (every key)
+    for eager attention. Made once per batch, length and device."""
 
-    def __init__(self) -> None:
+    def __init__(self, layer: nn.Module, generated_class: type) -> None:
+        self.dtype = _mask_dtype(generated_class)
+        self.causal = attention_implementation(layer) != "eager"
         self._made: dict[tuple[int, int, torch.device], torch.Tensor] = {}
 
-    @staticmethod
-    def refusal(attention_mask, past_key_values) -> str | None:
+    def refusal(self, attention_mask, past_key_values) -> str | None:
         if past_key_values is not None:
             return "a KV cache"
-        if attention_mask is not None and (attention_mask.dtype != torch.bool or attention_mask.ndim != 4):
+        if attention_mask is not None and (attention_mask.dtype != self.dtype or attention_mask.ndim != 4):
             return f"a {str(attention_mask.dtype).removeprefix('torch.')} attention mask of rank {attention_mask.ndim}"
         return None
 
@@ -223,9 +287,23 @@ class _CausalMasks:
         made = self._made.get(key)
         if made is None:
             batch, length, device = key
-            causal = torch.ones(length, length, dtype=torch.bool, device=device).tril_()
-            made = self._made[key] = causal.expand(batch, 1, length, length).contiguous()
+            if self.causal:
+                made = causal_mask(batch, length, self.dtype, device)
+            else:
+                fill = True if self.dtype == torch.bool else 0
+                made = torch.full((batch, 1, length, length), fill, dtype=self.dtype, device=device)
+            self._made[key] = made
         return made
+
+
+def _mask_dtype(generated_class: type) -> torch.dtype:
+    """The dtype of the attention mask (the fourth input) of a module generated from
+    :class:`DecoderLayerMaskCall`."""
+    import sys
+
+    from thunder_aot.shapes import parse_shapes
+
+    return getattr(torch, parse_shapes(sys.modules[generated_class.__module__].BUCKETS)[0].inputs[3].dtype)
 
 
 class _CacheSlots:
@@ -307,6 +385,12 @@ class DecoderStackCall(nn.Module):
 
     def __init__(self, model: nn.Module) -> None:
         super().__init__()
+        if needs_mask(model.config):
+            raise TypeError(
+                f"DecoderStackCall: {type(model).__name__}'s layers need their attention mask "
+                f"({attention_implementation(model)} attention or sliding windows); export a layer as "
+                "DecoderLayerMaskCall and run the stack with LayerStack"
+            )
         self.model = model
 
     def forward(self, inputs_embeds: torch.Tensor) -> torch.Tensor:
@@ -327,30 +411,54 @@ STATIC_ROPE_TYPES = frozenset({"default", "linear", "llama3", "yarn"})
 
 class LayerStack(nn.Module):
     """:class:`DecoderStackCall`'s forward with each decoder layer run by a module generated from
-    :class:`DecoderLayerCall` (one export of one layer serves every layer with the same settings),
-    called directly, without the model's per-layer code: ``forward(inputs_embeds)`` runs the rotary
-    embedding (its cos and sin from a table kept per device and dtype where the rotary type does
-    not depend on the length), every layer, the final norm on the last token and the LM head.
+    :class:`DecoderLayerCall` or :class:`DecoderLayerMaskCall` (one export of one layer serves every
+    layer with the same settings), called directly, without the model's per-layer code:
+    ``forward(inputs_embeds)`` runs the rotary embedding (its cos and sin from a table kept per device
+    and dtype where the rotary type does not depend on the length), every layer, the final norm on
+    the last token and the LM head.
+
+    Mask layers get the causal mask transformers would build for a batch without padding, per layer
+    kind (sliding-window layers their window: :func:`layer_windows`), in the exported mask's dtype;
+    a model whose layers need their mask (:func:`needs_mask`: eager attention, sliding windows) is
+    refused with :class:`DecoderLayerCall` layers. Masks are kept for the last
+    :attr:`MASKS_KEPT` lengths; inside a caller's CUDA-graph capture they are made in the capture
+    (the graph owns them).
 
     ``cuda_graphs``: each layer's calls replayed from its own CUDA graphs (``"static"`` outputs: a
     layer's output is read by the next layer before that layer runs again). Raises
     :class:`thunder_aot.runtime.NoBucketError` (from the first layer) outside the layers' buckets."""
 
+    MASKS_KEPT = 16
+
     def __init__(self, model: nn.Module, generated_class: type, cuda_graphs: str | None = None) -> None:
         super().__init__()
-        if LAYER_CALLS.get(generated_class.__name__) is not DecoderLayerCall:
-            raise TypeError(f"LayerStack: expected a class generated from DecoderLayerCall, got {generated_class.__name__}")
+        call = LAYER_CALLS.get(generated_class.__name__)
+        if call not in (DecoderLayerCall, DecoderLayerMaskCall):
+            raise TypeError(
+                f"LayerStack: expected a class generated from DecoderLayerCall or DecoderLayerMaskCall, "
+                f"got {generated_class.__name__}"
+            )
         base = model.model
+        if call is DecoderLayerCall and needs_mask(model.config):
+            raise TypeError(
+                f"LayerStack: {type(model).__name__}'s layers need their attention mask "
+                f"({attention_implementation(model)} attention, sliding windows {sorted(set(map(str, layer_windows(model.config))))}); "
+                "expected a class generated from DecoderLayerMaskCall"
+            )
         self.__dict__["rotary_emb"] = base.rotary_emb
         self.__dict__["norm"] = base.norm
         self.__dict__["lm_head"] = model.lm_head
-        layers = [generated_class.from_module(DecoderLayerCall(layer)) for layer in base.layers]
+        layers = [generated_class.from_module(call(layer)) for layer in base.layers]
         self.__dict__["layers"] = layers if cuda_graphs is None else [g.cuda_graphs(cuda_graphs) for g in layers]
         self.static_rope = getattr(base.rotary_emb, "rope_type", "default") in STATIC_ROPE_TYPES
         self._tables: dict[tuple[torch.device, torch.dtype], tuple[torch.Tensor, torch.Tensor]] = {}
+        #: each layer's sliding window (None: full causal attention); None for layers without a mask input
+        self.windows: list[int | None] | None = layer_windows(model.config) if call is DecoderLayerMaskCall else None
+        self.mask_dtype = _mask_dtype(generated_class) if call is DecoderLayerMaskCall else None
+        self._masks: collections.OrderedDict[tuple, torch.Tensor] = collections.OrderedDict()
 
     def rotary(self, inputs_embeds: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos and sin for positions ``0 .. seq - 1`` (``[1, seq, head_dim]``, contiguous)."""
+        """cos and sin for positions ``0 .. seq - 1`` (``[1, seq, rotary width]``, contiguous)."""
         length = inputs_embeds.shape[1]
         if not self.static_rope:
             positions = torch.arange(length, device=inputs_embeds.device).unsqueeze(0)
@@ -363,6 +471,25 @@ class LayerStack(nn.Module):
             table = self._tables[key] = self.__dict__["rotary_emb"](inputs_embeds[:1, :1].expand(1, size, -1), positions)
         return table[0][:, :length], table[1][:, :length]
 
+    def masks(self, inputs_embeds: torch.Tensor) -> dict[int | None, torch.Tensor]:
+        """The causal mask of each sliding window the layers have, for ``inputs_embeds``' length."""
+        length, device = inputs_embeds.shape[1], inputs_embeds.device
+        capturing = device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+        made = {}
+        for window in dict.fromkeys(self.windows):
+            key = (length, device, window)
+            mask = None if capturing else self._masks.get(key)
+            if mask is None:
+                mask = causal_mask(1, length, self.mask_dtype, device, window)
+                if not capturing:
+                    self._masks[key] = mask
+                    while len(self._masks) > self.MASKS_KEPT * len(set(self.windows)):
+                        self._masks.popitem(last=False)
+            else:
+                self._masks.move_to_end(key)
+            made[window] = mask
+        return made
+
     def forward(self, inputs_embeds: torch.Tensor) -> torch.Tensor:
         if inputs_embeds.shape[0] != 1:
             from thunder_aot.runtime import NoBucketError
@@ -370,8 +497,13 @@ class LayerStack(nn.Module):
             raise NoBucketError("LayerStack: the rotary table serves a batch of one")
         cos, sin = self.rotary(inputs_embeds)
         hidden_states = inputs_embeds
-        for layer in self.__dict__["layers"]:
-            hidden_states = layer(hidden_states, cos, sin)
+        if self.windows is None:
+            for layer in self.__dict__["layers"]:
+                hidden_states = layer(hidden_states, cos, sin)
+        else:
+            masks = self.masks(inputs_embeds)
+            for layer, window in zip(self.__dict__["layers"], self.windows):
+                hidden_states = layer(hidden_states, cos, sin, masks[window])
         return self.__dict__["lm_head"](self.__dict__["norm"](hidden_states[:, -1:, :]))
 
 
@@ -405,7 +537,7 @@ class StackAdapter(nn.Module):
             from thunder_aot.verify.judge import check_outputs
 
             with torch.no_grad():
-                check_outputs(_LastLogits(model), [check_ids], self(check_ids, use_cache=False, logits_to_keep=1).logits,
+                check_outputs(LastTokenLogits(model), [check_ids], self(check_ids, use_cache=False, logits_to_keep=1).logits,
                               f"{type(model).__name__} forward against its decoder stack")
 
     @property
@@ -435,7 +567,10 @@ class StackAdapter(nn.Module):
         return model(input_ids, *args, use_cache=use_cache, logits_to_keep=logits_to_keep, **kwargs)
 
 
-class _LastLogits(nn.Module):
+class LastTokenLogits(nn.Module):
+    """``model(input_ids, use_cache=False, logits_to_keep=1).logits`` as a module of ``input_ids``
+    (what a stack serves; what its checks and benchmarks judge)."""
+
     def __init__(self, model: nn.Module) -> None:
         super().__init__()
         self.model = model

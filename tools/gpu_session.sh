@@ -25,6 +25,8 @@
 #   models2: the GPT-OSS-shaped decoder layer benched (Triton, nvFuser, torch.compile), then the causal LM at S = 1024
 #   models3: the GPT-OSS-shaped layer benched (its export traces on AMX hosts since bfe8848), then the
 #          causal LM's cold start (fresh processes, empty and warm caches) at S = 16
+#   models4: the GPT-OSS-shaped causal LM (4 layers, mask layers: eager attention, sliding windows)
+#          benched at S = 1, 16, 128, 1024, then the model GPU tests
 #   final: after a Triton change: the Triton GPU tests (also cuda:1, models), the Triton hot-path layers,
 #          then rmsnorm and softmax benched
 set -u
@@ -83,6 +85,10 @@ elif [ "${1:-full}" = models3 ]; then
       --rounds 3 --min-run-time 0.05 --skip thunder.jit,thunderfx --out "$W/gpt_oss_layer"
   step 280 llama1b_cold env PYTHONUNBUFFERED=1 python3 -m thunder_aot bench thunder_aot.examples.hf:llama_1b_causal_lm --model \
       --cold-start --backends triton --sizes 16 --out "$W/llama1b_cold"
+elif [ "${1:-full}" = models4 ]; then
+  step 420 gpt_oss_model env PYTHONUNBUFFERED=1 python3 -m thunder_aot bench thunder_aot.examples.hf:gpt_oss_causal_lm --model \
+      --backends triton --sizes 1,16,128,1024 --rounds 3 --min-run-time 0.05 --skip "torch.compile(layers)" --out "$W/gpt_oss_model"
+  step 170 gpu_tests python3 -m pytest -m gpu tests/test_gpu_models.py -q -p no:cacheprovider -rs
 elif [ "${1:-full}" = final ]; then
   step 150 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads or second_gpu"
   step 70 overhead_triton python3 tools/overhead.py --backends triton --rounds 3 --out "$W/overhead_triton.md"

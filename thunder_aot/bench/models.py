@@ -9,7 +9,8 @@ The systems (each a copy of the model sharing nothing with the others but its we
   (its CUDA graphs); ``torch.compile(layers)``, each decoder layer compiled alone (the seed's way of
   applying a compiler to submodules);
 - ``thunder-aot(B) layers``: every decoder layer replaced by the module exported from the model's
-  first layer (``DecoderLayerCall``) with backend B; ``... layers, graphed``: the same with each
+  first layer (``DecoderLayerCall``; ``DecoderLayerMaskCall`` for models whose layers need their mask:
+  ``thunder_aot.layers.needs_mask``) with backend B; ``... layers, graphed``: the same with each
   layer's calls replayed from its own CUDA graphs (``replace(..., cuda_graphs="static")``);
 - ``thunder-aot(B) layer stack``: the model's forward replaced by ``StackAdapter`` over that
   generated layer (embedding, a loop over the generated layers, norm and LM head: no per-layer model
@@ -45,13 +46,30 @@ DEFAULT_SIZES = (1, 2, 4, 8, 15, 16, 32, 64, 128, 256, 512, 568, 1024, 1369, 204
 
 def layer_shapes(model: torch.nn.Module, max_tokens: int, mask: bool = False) -> str:
     """The bucket of a decoder layer of ``model`` called as ``DecoderLayerCall``: hidden states and
-    the rotary cos and sin, 1 to ``max_tokens`` tokens, in the model's dtype (``mask``: and the
-    attention mask, as ``DecoderLayerMaskCall``)."""
+    the rotary cos and sin (as wide as the model's rotary embedding makes them), 1 to ``max_tokens``
+    tokens, in the model's dtype (``mask``: and the attention mask of the dtype the model gives its
+    layers, as ``DecoderLayerMaskCall``)."""
+    from thunder_aot.layers import mask_dtype
+
     config = model.config
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     dtype = _dtype(model)
-    return (f"1x[S=1..{max(2, max_tokens)}]x{config.hidden_size}:{dtype}, 1x[S]x{head_dim}:{dtype}, "
-            f"1x[S]x{head_dim}:{dtype}" + (", 1x1x[S]x[S]:bool" if mask else ""))
+    width = _rotary_width(model)
+    shapes = (f"1x[S=1..{max(2, max_tokens)}]x{config.hidden_size}:{dtype}, 1x[S]x{width}:{dtype}, "
+              f"1x[S]x{width}:{dtype}")
+    if mask:
+        shapes += f", 1x1x[S]x[S]:{str(mask_dtype(model)).removeprefix('torch.')}"
+    return shapes
+
+
+def _rotary_width(model: torch.nn.Module) -> int:
+    """The last dim of the cos and sin ``model``'s rotary embedding makes (head_dim for Llama's,
+    half of it for GPT-OSS's)."""
+    base = getattr(model, "model", model)
+    parameter = next(model.parameters())
+    probe = torch.zeros(1, 1, model.config.hidden_size, dtype=parameter.dtype, device=parameter.device)
+    with torch.no_grad():
+        cos, _ = base.rotary_emb(probe, torch.zeros(1, 1, dtype=torch.long, device=parameter.device))
+    return cos.shape[-1]
 
 
 def _dtype(model: torch.nn.Module) -> str:
@@ -104,9 +122,9 @@ def run_model_bench(
     from thunder_aot.api import export
     from thunder_aot.exporter import versions
     from thunder_aot.exporter.resolve import resolve_module
-    from thunder_aot.layers import DecoderLayerCall, DecoderLayerMaskCall, DecoderStackCall, StackAdapter
+    from thunder_aot.layers import DecoderLayerMaskCall, DecoderStackCall, LastTokenLogits, StackAdapter, prefill_call
     from thunder_aot.verify import load_module_from_text
-    from thunder_aot.verify.judge import judge
+    from thunder_aot.verify.judge import judge, run64
 
     cuda = torch.cuda.is_available()
     torch.set_num_threads(1)
@@ -146,17 +164,20 @@ def run_model_bench(
     else:
         skipped["torch.compile"] = "not run on CPU: inductor compiles C++ for every new shape (minutes)"
         skipped["CUDA graphs"] = "need CUDA"
+    # the layers as a prefill calls them: without a mask where sdpa is causal on its own, else with
+    # the mask the model builds (eager attention, sliding windows)
+    plain = prefill_call(base.config)
     for backend in backends:
         layer = _layers(base)[0]
         gen = {}
-        for call in (DecoderLayerCall, DecoderLayerMaskCall) if cuda else (DecoderLayerCall,):
+        for call in dict.fromkeys((plain, DecoderLayerMaskCall) if cuda else (plain,)):
             call_shapes = layer_shapes(base, max(sizes), mask=call is DecoderLayerMaskCall)
             progress(f"exporting {layer_class.__name__} as {call.__name__} with the {backend} backend at {call_shapes}")
             text = export(call(layer), call_shapes, backend=backend, progress=progress)
             gen[call] = getattr(load_module_from_text(text, f"bench_model_{backend}_{call.__name__}"), call.__name__)
         # per call: no mask (transformers leaves causality to sdpa); inside a capture transformers
         # materializes the causal mask, which the mask layers take
-        for suffix, call, graphs in (("", DecoderLayerCall, None), (", graphed", DecoderLayerCall, "static"),
+        for suffix, call, graphs in (("", plain, None), (", graphed", plain, "static"),
                                      (", model graph", DecoderLayerMaskCall, None)):
             if not cuda and suffix:
                 continue
@@ -169,7 +190,7 @@ def run_model_bench(
         for suffix, graphs in (("", None), (", graphed", "static"), (", model graph", None)):
             if not cuda and suffix:
                 continue
-            adapter = StackAdapter(copy.deepcopy(base), gen[DecoderLayerCall], cuda_graphs=graphs)
+            adapter = StackAdapter(copy.deepcopy(base), gen[plain], cuda_graphs=graphs)
             name = f"thunder-aot({backend}) layer stack{suffix}"
             (graphed_forwards if suffix == ", model graph" else forwards)[name] = forward_of(adapter)
             swapped[name] = [adapter]
@@ -202,7 +223,7 @@ def run_model_bench(
                     systems=[], points=[f"S={s}" for s in sizes])
     if cuda:
         report.copy_gb_per_s = copy_bandwidth_gb_per_s()
-    reference_model = copy.deepcopy(base).to(torch.float64)
+    reference_model = LastTokenLogits(copy.deepcopy(base).to(torch.float64))
     generator = torch.Generator().manual_seed(0)
     vocab = base.config.vocab_size
     for s in sizes:
@@ -211,7 +232,7 @@ def run_model_bench(
         progress(f"{point}: compiling, capturing and checking every system")
         with torch.no_grad():
             expected = forwards["Eager"](ids)
-            reference = forward_of(reference_model)(ids)
+            reference = run64(reference_model, [ids], upcast=reference_model)  # grouped matmuls too
             systems: dict[str, Call] = {}
             outputs: dict[str, torch.Tensor] = {}
             for name, forward in forwards.items():

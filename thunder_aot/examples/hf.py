@@ -302,3 +302,40 @@ def llama_1b_stack():
     from thunder_aot.layers import DecoderStackCall
 
     return DecoderStackCall(llama_1b_causal_lm().cpu())
+
+
+def _gpt_oss_causal_lm(seed: int, **fields):
+    """A GptOssForCausalLM with GPT-OSS-20B's settings (yarn rotary, sliding-window layers between
+    full ones, attention sinks, biased projections, eager attention, grouped-mm experts) but the
+    sizes given, random weights, bf16."""
+    from transformers import GptOssConfig, GptOssForCausalLM
+
+    config = GptOssConfig(**fields)
+    config._attn_implementation = "eager"  # attention sinks: transformers' sdpa path does not take them
+    config._experts_implementation = "grouped_mm"
+    with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
+        model = GptOssForCausalLM(config)
+    return _randomize(model, seed).to(torch.bfloat16)
+
+
+def gpt_oss_causal_lm():
+    """A GPT-OSS-20B-shaped causal LM for the model benchmark: hidden 2880, 64 heads of 64, 8 KV
+    heads, its vocabulary (201088) and rotary, sliding windows of 128 on every other layer, but 4
+    layers of 8 experts (2 per token; the model has 24 layers of 32 experts, 4 per token)."""
+    return _gpt_oss_causal_lm(31, num_hidden_layers=4, num_local_experts=8, num_experts_per_tok=2)
+
+
+def gpt_oss_small_causal_lm():
+    """GPT-OSS's causal LM at test size (hidden 256, 4 heads of 64, 2 KV heads, 4 experts of 256,
+    2 per token, 4 layers, vocabulary 512) with sliding windows of 8, so that short prompts already
+    differ between the sliding and the full layers."""
+    return _gpt_oss_causal_lm(
+        32, hidden_size=HIDDEN, intermediate_size=HIDDEN, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=64, num_local_experts=4, num_experts_per_tok=2, vocab_size=512, sliding_window=8,
+    )
+
+
+def gpt_oss_small_decoder_layer_mask():
+    """:func:`gpt_oss_small_causal_lm`'s first (sliding-window) layer with its attention mask as an
+    input (eager attention: an additive bf16 mask); one export serves the model's full layers too."""
+    return DecoderLayerMaskCall(gpt_oss_small_causal_lm().cpu().model.layers[0])

@@ -126,15 +126,27 @@ def _sample_args(bucket: Bucket, env: dict[str, int]) -> list[torch.Tensor]:
     return [random_tensor(spec, env, "cpu", gen) for spec in bucket.inputs]
 
 
-#: settings that name a submodule's place in a model rather than its computation (transformers'
-#: layer_idx picks a layer's KV-cache slot): read by a trace, yet often without effect on it. Export
-#: retraces with two other values (the next and the 7th next), and a setting that leaves the trace as
-#: it was is not recorded (so a module exported from layer 0 serves every layer); one that changes
-#: it stays a setting. (A forward that tests the index only against values not tried is not caught.)
-POSITION_SETTINGS = frozenset({"layer_idx"})
+#: settings that name a submodule's place in a model rather than its computation, each with the
+#: two other values export retraces with: transformers' layer_idx (a layer's KV-cache slot), and a
+#: layer's attention kind (sliding-window and full layers, whose window eager and sdpa attention take
+#: from the mask). Read by a trace, yet often without effect on it: a setting whose other values
+#: trace alike is not recorded (a module exported from layer 0 serves every layer); one that changes
+#: the trace stays a setting. (A forward that tests the value only against values not tried is not caught.)
+LAYER_TYPES = ("full_attention", "sliding_attention")
 
 
-def _trace_ignores(module, others: dict[str, int], program, bucket, env, index, input_names, claimable) -> bool:
+def _other_windows(window: object) -> list[object]:
+    return [None, 2 * window + 1] if type(window) is int else [128, 4097] if window is None else []
+
+
+PLACEMENT_SETTINGS: dict[str, Callable[[object], list[object]]] = {
+    "layer_idx": lambda v: [v + 1, v + 7] if type(v) is int else [],
+    "sliding_window": _other_windows,
+    "layer_type": lambda v: [t for t in LAYER_TYPES if t != v] * 2 if v in LAYER_TYPES else [],
+}
+
+
+def _trace_ignores(module, others: dict[str, object], program, bucket, env, index, input_names, claimable) -> bool:
     """Whether tracing with each setting ``path`` of ``others`` set to its value gives ``program`` again."""
     from thunder_aot.exporter.generalize import align_names
     from thunder_aot.exporter.lower import Lowerer
@@ -143,7 +155,7 @@ def _trace_ignores(module, others: dict[str, int], program, bucket, env, index, 
 
     saved = []
     for path, other in others.items():
-        parent, _, name = path.rpartition(".")  # POSITION_SETTINGS are attributes: the path ends in ".name"
+        parent, _, name = path.rpartition(".")  # PLACEMENT_SETTINGS are attributes: the path ends in ".name"
         owner = setting(module, parent) if parent else module
         saved.append((owner, name, getattr(owner, name)))
         setattr(owner, name, other)
@@ -185,13 +197,15 @@ def trace_bucket(
                 "expected a tensor or a tuple of tensors"
             )
         concrete.append(program)
-    positions = {p: v for p, v in attributes.items() if p.rpartition(".")[2] in POSITION_SETTINGS and type(v) is int}
+    others = {p: PLACEMENT_SETTINGS[p.rpartition(".")[2]](v) for p, v in attributes.items()
+              if p.rpartition(".")[2] in PLACEMENT_SETTINGS}
+    positions = {p: alternatives for p, alternatives in others.items() if alternatives}
 
     def ignored(paths: list[str]) -> bool:
         return all(
-            _trace_ignores(module, {p: positions[p] + step for p in paths}, concrete[0], bucket, envs[0], index,
+            _trace_ignores(module, {p: positions[p][trial] for p in paths}, concrete[0], bucket, envs[0], index,
                            input_names, claimable)
-            for step in (1, 7)
+            for trial in (0, 1)
         )
 
     # all at once (a model's layers), else one by one
@@ -200,8 +214,8 @@ def trace_bucket(
             for path in paths:
                 del attributes[path]
             shown = paths[0] if len(paths) == 1 else f"{paths[0]} and {len(paths) - 1} more"
-            progress(f"{shown} {'do' if len(paths) > 1 else 'does'} not change the trace (the next and the 7th next "
-                     "value trace alike): the module serves any")
+            progress(f"{shown} {'do' if len(paths) > 1 else 'does'} not change the trace (two other values "
+                     "trace alike): the module serves any")
     if bucket.is_exact:
         return concrete[0], program_inputs, returns_tuple, attributes
     general = generalize(concrete[:2], envs[:2])

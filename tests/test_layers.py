@@ -1,0 +1,58 @@
+"""thunder_aot.layers without tracing: the masks a layer stack builds and how a model's config
+picks the layer call a prefill exports."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+@pytest.mark.parametrize("length", [1, 7, 8, 9, 30])
+def test_causal_masks_are_transformers_own(attention, length):
+    """causal_mask gives, for a batch without padding, exactly the masks transformers builds for
+    full and sliding-window layers: bool for sdpa, additive in the model's dtype for eager."""
+    from transformers import masking_utils
+
+    from thunder_aot.examples.hf import _small_config
+    from thunder_aot.layers import causal_mask
+    from transformers import Qwen2Config
+
+    config = _small_config(Qwen2Config, sliding_window=8, use_sliding_window=True, max_window_layers=1)
+    config._attn_implementation = attention
+    embeds = torch.randn(2, length, config.hidden_size, dtype=torch.bfloat16)
+    kwargs = dict(config=config, inputs_embeds=embeds, attention_mask=None, past_key_values=None,
+                  position_ids=torch.arange(length).unsqueeze(0))
+    dtype = torch.bool if attention == "sdpa" else torch.bfloat16
+    for make, window in ((masking_utils.create_causal_mask, None), (masking_utils.create_sliding_window_causal_mask, 8)):
+        want = make(**kwargs)
+        if want is None:  # sdpa's causal flag serves it: the materialized mask is the causal one
+            want = torch.ones(length, length, dtype=torch.bool).tril().expand(2, 1, length, length)
+        got = causal_mask(2, length, dtype, "cpu", window)
+        assert got.dtype == want.dtype and torch.equal(got, want), (make.__name__, length)
+        assert got.is_contiguous()
+
+
+def test_a_models_layers_need_their_mask_for_eager_attention_and_sliding_windows():
+    from transformers import GptOssConfig, LlamaConfig, MistralConfig
+
+    from thunder_aot.examples.hf import llama_config
+    from thunder_aot.layers import DecoderLayerCall, DecoderLayerMaskCall, layer_windows, needs_mask, prefill_call
+
+    assert prefill_call(llama_config()) is DecoderLayerCall
+    assert prefill_call(llama_config("eager")) is DecoderLayerMaskCall
+    gpt_oss = GptOssConfig(num_hidden_layers=4, sliding_window=16)
+    gpt_oss._attn_implementation = "sdpa"
+    assert layer_windows(gpt_oss) == [16, None, 16, None] and needs_mask(gpt_oss)
+    mistral = MistralConfig(num_hidden_layers=2, sliding_window=64)
+    mistral._attn_implementation = "sdpa"
+    assert layer_windows(mistral) == [64, 64] and needs_mask(mistral)
+    plain = LlamaConfig(num_hidden_layers=3)
+    plain._attn_implementation = "sdpa"
+    assert layer_windows(plain) == [None] * 3 and not needs_mask(plain)
+    odd = LlamaConfig(num_hidden_layers=2)
+    odd.layer_types = ["full_attention", "chunked_attention"]
+    with pytest.raises(TypeError, match="layer types chunked_attention: expected full_attention and sliding_attention"):
+        layer_windows(odd)
