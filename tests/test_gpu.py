@@ -337,3 +337,50 @@ def test_nvfuser_module_on_a_simulated_untested_release_calls_fd_execute_and_mat
     assert result["fast"] is False and result["fusions"] >= 1 and result["public_execute"] is True
     assert result["checked"] >= 8
     assert len(result["warnings"]) == 1 and "nvfuser_direct 0.3.0 is not a tested release" in result["warnings"][0]
+
+
+_KERNEL_STORE_CHILD = """
+import json, sys, time
+import torch
+t0 = time.perf_counter()
+from tests.test_gpu import _load
+from thunder_aot.exporter.resolve import resolve_module
+from thunder_aot.verify.judge import check_outputs
+source = resolve_module("thunder_aot.examples.gpt_oss:rmsnorm").eval().cuda()
+module = _load("rmsnorm", "nvfuser").GptOssRMSNorm.from_module(source)
+x = torch.randn(1, 568, 2880, device="cuda", dtype=torch.bfloat16)
+torch.cuda.synchronize()
+t1 = time.perf_counter()
+with torch.no_grad():
+    out = module(x)
+    torch.cuda.synchronize()
+    t2 = time.perf_counter()
+    check_outputs(source, [x], out, "rmsnorm with the kernel store")
+print(json.dumps({"first_call_s": t2 - t1, "import_s": t1 - t0}))
+"""
+
+
+def test_nvfuser_kernels_are_reused_by_a_fresh_process_through_the_store(tmp_path):
+    """THUNDER_AOT_NVFUSER_KERNELS: the first process compiles the seed's RMSNorm and publishes its
+    kernels; a second process finds them (it adds nothing: CURRENT stays) and matches eager. The
+    first-call times of both are printed for the results log."""
+    import json
+    import os
+    import subprocess
+
+    from thunder_aot.runtime import nvfuser_kernels
+
+    env = {**os.environ, nvfuser_kernels.VARIABLE: str(tmp_path / "store")}
+    times = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", _KERNEL_STORE_CHILD], cwd=ROOT, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-3000:]
+        times.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        (key,) = list((tmp_path / "store").iterdir())
+        current = (key / "CURRENT").read_text().strip()
+        if len(times) == 1:
+            published = current
+            db = key / current / "nvfuser_kernel_db"
+            assert list(db.glob("*.cubin")) and (db / "db.csv").read_text().strip(), sorted(p.name for p in db.iterdir())
+    assert current == published, "the second process compiled kernels the first had stored"
+    print(f"nvFuser kernel store, first call of the seed's RMSNorm at 1x568x2880: {times}")

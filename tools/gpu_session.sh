@@ -27,6 +27,7 @@
 #          causal LM's cold start (fresh processes, empty and warm caches) at S = 16
 #   models4: the GPT-OSS-shaped causal LM (4 layers, mask layers: eager attention, sliding windows)
 #          benched at S = 1, 16, 128, 1024, then the model GPU tests
+#   models5: the Llama causal LM at the other token counts (2..64; 256..2048 with 568, 1369)
 #   final: after a Triton change: the Triton GPU tests (also cuda:1, models), the Triton hot-path layers,
 #          then rmsnorm and softmax benched
 set -u
@@ -89,6 +90,12 @@ elif [ "${1:-full}" = models4 ]; then
   step 420 gpt_oss_model env PYTHONUNBUFFERED=1 python3 -m thunder_aot bench thunder_aot.examples.hf:gpt_oss_causal_lm --model \
       --backends triton --sizes 1,16,128,1024 --rounds 3 --min-run-time 0.05 --skip "torch.compile(layers)" --out "$W/gpt_oss_model"
   step 170 gpu_tests python3 -m pytest -m gpu tests/test_gpu_models.py -q -p no:cacheprovider -rs
+elif [ "${1:-full}" = models5 ]; then
+  # the Llama model at the other token counts (S=1,16,128,1024 are in models1/models2)
+  step 420 llama1b_small env PYTHONUNBUFFERED=1 python3 -m thunder_aot bench thunder_aot.examples.hf:llama_1b_causal_lm --model \
+      --backends triton --sizes 2,4,8,15,32,64 --rounds 2 --min-run-time 0.05 --skip 'torch.compile(layers)' --out "$W/llama1b_small"
+  step 420 llama1b_large env PYTHONUNBUFFERED=1 python3 -m thunder_aot bench thunder_aot.examples.hf:llama_1b_causal_lm --model \
+      --backends triton --sizes 256,512,568,1369,2048 --rounds 2 --min-run-time 0.05 --skip 'torch.compile(layers)' --out "$W/llama1b_large"
 elif [ "${1:-full}" = final ]; then
   step 150 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads or second_gpu"
   step 70 overhead_triton python3 tools/overhead.py --backends triton --rounds 3 --out "$W/overhead_triton.md"

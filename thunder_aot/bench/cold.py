@@ -29,8 +29,9 @@ from pathlib import Path
 #: the systems a cold start is measured for (thunder-aot ones take a generated layer file: DecoderLayerCall, or DecoderLayerMaskCall for models whose layers need their mask)
 SYSTEMS = ("Eager", "torch.compile", "thunder-aot layers", "thunder-aot layer stack")
 
-#: the disk caches a warm start reuses, by environment variable
-CACHE_VARIABLES = ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")
+#: the disk caches a warm start reuses, by environment variable (nvFuser modules: the kernel store,
+#: thunder_aot.runtime.nvfuser_kernels)
+CACHE_VARIABLES = ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "THUNDER_AOT_NVFUSER_KERNELS")
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import torch
 
-from thunder_aot.runtime import versions
+from thunder_aot.runtime import nvfuser_kernels, versions
 
 __all__ = ["Fusion", "SizedFusions", "contiguity", "frontend"]
 
@@ -80,7 +80,9 @@ def _steady_execute(fd, frontend: str) -> Callable[[list], list[torch.Tensor]]:
 class Fusion:
     """A recorded FusionDefinition and the call that runs it, ``execute(inputs) -> outputs``: at
     the first call ``fd.execute`` (which compiles; first calls run one at a time, so two threads
-    never compile the same definition at once), then the frontend's steady call."""
+    never compile the same definition at once; with ``THUNDER_AOT_NVFUSER_KERNELS`` set, against
+    the kernels earlier processes compiled: :mod:`thunder_aot.runtime.nvfuser_kernels`), then the
+    frontend's steady call."""
 
     __slots__ = ("fd", "execute", "ready", "frontend")
 
@@ -95,7 +97,12 @@ class Fusion:
     def _first_execute(self, inputs: list) -> list[torch.Tensor]:
         with _FIRST_EXECUTE_LOCK:
             if not self.ready:
-                outputs = self.fd.execute(inputs)
+                store = nvfuser_kernels.active_store(self.frontend)
+                if store is None:
+                    outputs = self.fd.execute(inputs)
+                else:  # compiled kernels looked up in (and added to) this process's copy of the store
+                    with store.compiling():
+                        outputs = self.fd.execute(inputs, _enable_options=[nvfuser_kernels.OPTION])
                 self.execute = _steady_execute(self.fd, self.frontend)
                 self.ready = True
                 return outputs
