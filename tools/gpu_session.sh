@@ -23,7 +23,7 @@
 #   models1: the kernel GPU tests (tests/test_gpu.py), then the Llama-3.2-1B-shaped causal LM per forward at
 #          S = 1, 16, 128 (eager, torch.compile default and reduce-overhead, whole layers, layer stack)
 #   models2: the GPT-OSS-shaped decoder layer benched (Triton, nvFuser, torch.compile), then the causal LM at S = 1024
-#   models3: the GPT-OSS-shaped layer benched (its export traces on AMX hosts since bfe8848), then the
+#   models3: the GPT-OSS-shaped layer (with its mask: causal, as the model runs it) benched (its export traces on AMX hosts since bfe8848), then the
 #          causal LM's cold start (fresh processes, empty and warm caches) at S = 16
 #   models4: the GPT-OSS-shaped causal LM (4 layers, mask layers: eager attention, sliding windows)
 #          benched at S = 1, 16, 128, 1024, then the model GPU tests
@@ -81,9 +81,9 @@ elif [ "${1:-full}" = models2 ]; then
   step 200 llama1b_model_1024 env PYTHONUNBUFFERED=1 python3 -m thunder_aot bench thunder_aot.examples.hf:llama_1b_causal_lm --model \
       --backends triton --sizes 1024 --rounds 2 --min-run-time 0.05 --skip 'torch.compile(layers)' --out "$W/llama1b_stack_1024"
 elif [ "${1:-full}" = models3 ]; then
-  step 300 gpt_oss_layer env PYTHONUNBUFFERED=1 python3 -m thunder_aot bench thunder_aot.examples.hf:gpt_oss_decoder_layer \
-      --shapes "1x[S=1..1024]x2880:bf16, 1x[S]x32:bf16, 1x[S]x32:bf16" --backends triton,nvfuser --sizes 1,16,128,1024 \
-      --rounds 3 --min-run-time 0.05 --skip thunder.jit,thunderfx --out "$W/gpt_oss_layer"
+  step 300 gpt_oss_layer env PYTHONUNBUFFERED=1 python3 -m thunder_aot bench thunder_aot.examples.hf:gpt_oss_decoder_layer_mask \
+      --shapes "1x[S=1..1024]x2880:bf16, 1x[S]x32:bf16, 1x[S]x32:bf16, 1x1x[S]x[S]:bf16" --backends triton,nvfuser \
+      --sizes 1,16,128,1024 --rounds 3 --min-run-time 0.05 --skip thunder.jit,thunderfx --out "$W/gpt_oss_layer"
   step 280 llama1b_cold env PYTHONUNBUFFERED=1 python3 -m thunder_aot bench thunder_aot.examples.hf:llama_1b_causal_lm --model \
       --cold-start --backends triton --sizes 16 --out "$W/llama1b_cold"
 elif [ "${1:-full}" = models4 ]; then

@@ -172,6 +172,16 @@ def gpt_oss_decoder_layer():
     return _randomize(DecoderLayer(GptOssDecoderLayer(config, layer_idx=1)), 22).to(torch.bfloat16)
 
 
+def gpt_oss_decoder_layer_mask():
+    """:func:`gpt_oss_causal_lm`'s first layer (hidden 2880, 64 heads of 64, 8 KV heads, attention
+    sinks, a sliding window of 128, 8 experts of 2880, 2 per token, bf16) with its additive mask as an
+    input: the layer as the model runs it (causal), for benchmarks."""
+    from transformers.models.gpt_oss.modeling_gpt_oss import GptOssDecoderLayer
+
+    layer = GptOssDecoderLayer(_gpt_oss_config(**GPT_OSS_BENCH_SIZES), layer_idx=0)
+    return _randomize(DecoderLayerMaskCall(layer), 33).to(torch.bfloat16)
+
+
 def gpt_oss_small_decoder_layer():
     """GPT-OSS's decoder layer (attention sinks, grouped-mm experts, clamped SwiGLU) at test size:
     hidden 256, 4 heads of 64, 2 KV heads, 4 experts of 256, 2 per token, bf16 (grouped matmuls on
@@ -304,15 +314,26 @@ def llama_1b_stack():
     return DecoderStackCall(llama_1b_causal_lm().cpu())
 
 
-def _gpt_oss_causal_lm(seed: int, **fields):
-    """A GptOssForCausalLM with GPT-OSS-20B's settings (yarn rotary, sliding-window layers between
-    full ones, attention sinks, biased projections, eager attention, grouped-mm experts) but the
-    sizes given, random weights, bf16."""
-    from transformers import GptOssConfig, GptOssForCausalLM
+def _gpt_oss_config(**fields):
+    """GPT-OSS-20B's settings (yarn rotary, sliding-window layers between full ones, attention sinks,
+    biased projections, eager attention, grouped-mm experts) with the sizes given."""
+    from transformers import GptOssConfig
 
     config = GptOssConfig(**fields)
     config._attn_implementation = "eager"  # attention sinks: transformers' sdpa path does not take them
     config._experts_implementation = "grouped_mm"
+    return config
+
+
+#: the GPT-OSS-20B-shaped benchmark model's sizes (its own but 4 layers of 8 experts, 2 per token)
+GPT_OSS_BENCH_SIZES = dict(num_hidden_layers=4, num_local_experts=8, num_experts_per_tok=2)
+
+
+def _gpt_oss_causal_lm(seed: int, **fields):
+    """A GptOssForCausalLM of :func:`_gpt_oss_config`, random weights, bf16."""
+    from transformers import GptOssForCausalLM
+
+    config = _gpt_oss_config(**fields)
     with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
         model = GptOssForCausalLM(config)
     return _randomize(model, seed).to(torch.bfloat16)
@@ -322,7 +343,7 @@ def gpt_oss_causal_lm():
     """A GPT-OSS-20B-shaped causal LM for the model benchmark: hidden 2880, 64 heads of 64, 8 KV
     heads, its vocabulary (201088) and rotary, sliding windows of 128 on every other layer, but 4
     layers of 8 experts (2 per token; the model has 24 layers of 32 experts, 4 per token)."""
-    return _gpt_oss_causal_lm(31, num_hidden_layers=4, num_local_experts=8, num_experts_per_tok=2)
+    return _gpt_oss_causal_lm(31, **GPT_OSS_BENCH_SIZES)
 
 
 def gpt_oss_small_causal_lm():
