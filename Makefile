@@ -21,12 +21,13 @@ example: $(STAMP)
 		--backend torch --out build/example/rmsnorm_torch.py
 	$(PY) examples/run_generated.py build/example/rmsnorm_torch.py
 
+# two workers (pytest-xdist): Thunder's tracing is single-threaded Python, and CI has two cores
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2
 
 # The fast tier for development: no Thunder tracing, no whole-module interpreter runs (under 2 minutes).
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -m "not traces and not gpu and not slow"
+	$(PY) -m pytest -q -n 2 -m "not traces and not gpu and not slow"
 
 # Refresh the golden files in generated/ after changing the generator or its templates.
 golden: $(STAMP)
