@@ -454,6 +454,8 @@ class LayerStack(nn.Module):
         self._tables: dict[tuple[torch.device, torch.dtype], tuple[torch.Tensor, torch.Tensor]] = {}
         #: each layer's sliding window (None: full causal attention); None for layers without a mask input
         self.windows: list[int | None] | None = layer_windows(model.config) if call is DecoderLayerMaskCall else None
+        if self.windows is not None and len(self.windows) != len(layers):
+            raise TypeError(f"LayerStack: the config names {len(self.windows)} layer types for {len(layers)} layers")
         self.mask_dtype = _mask_dtype(generated_class) if call is DecoderLayerMaskCall else None
         self._masks: collections.OrderedDict[tuple, torch.Tensor] = collections.OrderedDict()
 
