@@ -124,3 +124,27 @@ class NamedResults(nn.Module):
         shifted = x - x.max(dim=-1, keepdim=True).values
         top = torch.topk(x, 2, dim=-1).indices
         return shifted.exp(), top, x.sort(dim=-1).values
+
+
+class NearTieRouter(torch.nn.Module):
+    """A top-1 router over two experts whose router rows differ by one bf16 step in a few weights:
+    the bf16 scores of most tokens round to a tie (or the other order) that float64 resolves, so
+    eager and its float64 twin pick different experts for many tokens; the experts (x * 2, x * -1)
+    make a different pick a different answer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        gen = torch.Generator().manual_seed(5)
+        first = torch.randn(1, 64, generator=gen).bfloat16()
+        second = first.clone()
+        second.view(torch.int16)[0, :4] += 1  # one bf16 step away from zero
+        self.router = torch.nn.Parameter(torch.cat([first, second]), requires_grad=False)
+
+    def forward(self, x):
+        scores = torch.nn.functional.linear(x, self.router)
+        _, picked = torch.topk(scores, 1, dim=-1)
+        return x * torch.where(picked == 0, 2.0, -1.0).to(x.dtype)
+
+
+def near_tie_router():
+    return NearTieRouter().eval()

@@ -103,3 +103,55 @@ def test_the_float64_reference_runs_grouped_matmuls_group_by_group():
     assert ref.dtype is torch.float64
     exact = torch.cat([x[s:e].double() @ module.weight[g].double() for g, (s, e) in enumerate(zip([0, 8, 8, 24], [8, 8, 24, 32]))])
     torch.testing.assert_close(ref, exact, rtol=1e-12, atol=1e-12)
+
+
+class _Generated:
+    """What verify() takes for a generated module: a namespace whose class builds from the source."""
+
+    def __init__(self, forward) -> None:
+        class NearTieRouter(torch.nn.Module):
+            @classmethod
+            def from_module(cls, source):
+                module = cls()
+                module.source = source
+                return module
+
+            def forward(self, x):
+                return forward(self.source, x)
+
+        self.NearTieRouter = NearTieRouter
+
+
+def _route_in_float32(source, x):
+    """The router's scores in float32 (a fused kernel's rounding): other near-tie picks than eager's."""
+    scores = torch.nn.functional.linear(x.float(), source.router.float())
+    _, picked = torch.topk(scores, 1, dim=-1)
+    return x * torch.where(picked == 0, 2.0, -1.0).to(x.dtype)
+
+
+def test_routing_choices_are_judged_against_the_float64_run_that_makes_them():
+    """A near-tie router (tests.sound_modules.NearTieRouter: bf16 and float64 pick other experts for
+    a third of the tokens). Judged against float64's own picks, eager errs by the outputs' size, so
+    an answer 25% off everywhere would pass; against the float64 run that picks as eager did, it is
+    refused, while a module that routes its own near ties otherwise (scores in float32) passes
+    against the float64 run of its picks, and the module itself passes under every seed."""
+    from thunder_aot.shapes import parse_shapes
+    from thunder_aot.verify import verify
+    from thunder_aot.verify.judge import judge, run_recording_choices
+
+    source = resolve_module("tests.sound_modules:near_tie_router")
+    buckets = parse_shapes("[64..256]x64:bf16")
+    x = torch.randn(128, 64, generator=torch.Generator().manual_seed(3)).bfloat16()
+    expected, picks = run_recording_choices(source, [x])
+    assert picks and 0 < picks[0].float().mean() < 1
+    off = expected * 1.25
+    judge(expected, off, run64(source, [x]), "25% off, against float64's own picks")  # the loophole
+    with pytest.raises(ExportError, match="error against float64"):
+        judge(expected, off, run64(source, [x], choices=picks), "25% off, against eager's picks")
+    with pytest.raises(ExportError, match="error against float64.*verification seed 7"):
+        verify(_Generated(lambda s, x: s(x) * 1.25), source, buckets, "NearTieRouter", seed=7)
+    for seed in range(4):
+        assert verify(_Generated(lambda s, x: s(x)), source, buckets, "NearTieRouter", seed=seed) >= 3
+        assert verify(_Generated(_route_in_float32), source, buckets, "NearTieRouter", seed=seed) >= 3
+    _, own = run_recording_choices(_Generated(_route_in_float32).NearTieRouter.from_module(source), [x])
+    assert not torch.equal(own[0], picks[0])  # it does route otherwise

@@ -3,6 +3,13 @@ a compiled graph (``torch._dynamo.utils.same(..., fp64_ref=...)``): against the 
 float64, the generated module may err by a small multiple of what eager itself errs, plus one
 rounding step of the output's dtype. Integer and bool outputs are exact; NaN and ±inf must stand
 where eager's stand (:func:`_nonfinite_difference`).
+
+Discrete choices (the top-k routing of mixture-of-experts layers) are not rounding: where a bf16
+router and its float64 twin pick different experts for a token, eager's error there is as large as
+the outputs, and a tolerance made of it would accept anything. So a module's choices are recorded
+(:func:`run_recording_choices`) and its float64 reference makes the same ones (:func:`run64` with
+``choices``): eager is judged against the float64 run that picks what eager picked, the generated
+module against the one that picks what it picked (the same run where they agree).
 """
 
 from __future__ import annotations
@@ -48,14 +55,70 @@ def _grouped_mm64(mat_a, mat_b, offs=None, bias=None, out_dtype=None):
 _GROUPED_MMS = {f for f in (getattr(torch, "_grouped_mm", None), getattr(torch.nn.functional, "grouped_mm", None)) if f}
 
 
+#: the selections whose picks a float64 reference replays (routers of mixture-of-experts layers)
+_TOPKS = {torch.topk, torch.Tensor.topk}
+
+
+class ChoicesDiffer(Exception):
+    """A replayed forward made other selections than the recorded run (count or shapes)."""
+
+
+def _topk_call(args, kwargs) -> tuple[torch.Tensor, int, int]:
+    """``(input, k, dim)`` of a ``topk`` call however its arguments were passed."""
+    names = ("input", "k", "dim")
+    bound = dict(zip(names, args))
+    bound.update({n: kwargs[n] for n in names if n in kwargs})
+    return bound["input"], int(bound["k"]), int(bound.get("dim", -1))
+
+
+class _RecordChoices(torch.overrides.TorchFunctionMode):
+    """Records the indices each ``topk`` of a floating tensor picks, in call order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.picked: list[torch.Tensor] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func in _TOPKS and args and isinstance(args[0], torch.Tensor) and args[0].is_floating_point():
+            self.picked.append(out[1].detach().cpu())
+        return out
+
+
+def run_recording_choices(module, inputs: list[torch.Tensor]) -> tuple[object, list[torch.Tensor]]:
+    """``module(*inputs)`` and the indices its top-k selections picked (empty: it made none)."""
+    with torch.no_grad(), _RecordChoices() as recorder:
+        out = module(*inputs)
+    return out, recorder.picked
+
+
+def same_choices(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
+    return len(a) == len(b) and all(x.shape == y.shape and torch.equal(x, y) for x, y in zip(a, b))
+
+
 class _StayInFloat64(torch.overrides.TorchFunctionMode):
     """Runs a module with every floating cast it writes (``x.float()``, ``x.to(torch.float32)``,
     ``softmax(..., dtype=torch.float32)``, ``.to(input_dtype)``) kept in float64, so that the
     reference carries no rounding of the module's own low-precision steps; grouped matmuls (MoE
-    experts) run group by group in float64 (:func:`_grouped_mm64`)."""
+    experts) run group by group in float64 (:func:`_grouped_mm64`); ``choices``: the indices each
+    ``topk`` picks, replayed in order (its values gathered from the float64 input)."""
+
+    def __init__(self, choices: list[torch.Tensor] | None = None) -> None:
+        super().__init__()
+        self.choices = None if choices is None else list(choices)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})
+        if func in _TOPKS and self.choices is not None and args and args[0].is_floating_point():
+            source, k, dim = _topk_call(args, kwargs)
+            if not self.choices:
+                raise ChoicesDiffer("more top-k selections than recorded")
+            indices = self.choices.pop(0).to(source.device)
+            shape = list(source.shape)
+            shape[dim] = k
+            if list(indices.shape) != shape:
+                raise ChoicesDiffer(f"a top-k of shape {shape} replays picks of shape {list(indices.shape)}")
+            return torch.return_types.topk((source.gather(dim, indices), indices))
         if func in _GROUPED_MMS and args and getattr(args[0], "dtype", None) == torch.float64:
             return _grouped_mm64(*args, **kwargs)
         if func in _CASTS and args and isinstance(args[0], torch.Tensor):  # x.float() of floats or integers
@@ -75,22 +138,38 @@ def upcast64(module: torch.nn.Module) -> torch.nn.Module | None:
         return None
 
 
-def reference64(module: torch.nn.Module, inputs: list[torch.Tensor], upcast: torch.nn.Module | None = None):
+def reference64(
+    module: torch.nn.Module, inputs: list[torch.Tensor], upcast: torch.nn.Module | None = None,
+    choices: list[torch.Tensor] | None = None,
+):
     """The module's outputs computed in float64: its floating parameters, buffers and inputs
     upcast, and the floating casts it writes kept in float64 (as torch's accuracy checkers'
     ``fp64_ref``, without the module's own downcasts). ``upcast``: :func:`upcast64` of the module,
-    made once for many calls. None where the module cannot run so."""
+    made once for many calls; ``choices``: the top-k picks to make (:func:`run_recording_choices`),
+    else its own (also where the float64 run selects otherwise than recorded). None where the module
+    cannot run so."""
+    if choices:
+        try:
+            return run64(module, inputs, upcast, choices)
+        except ChoicesDiffer:
+            pass
+        except Exception:  # noqa: BLE001 - see below
+            return None
     try:
         return run64(module, inputs, upcast)
     except Exception:  # noqa: BLE001 - a module that cannot run in float64 is judged against eager alone
         return None
 
 
-def run64(module: torch.nn.Module, inputs: list[torch.Tensor], upcast: torch.nn.Module | None = None):
-    """:func:`reference64`, raising where the module cannot run in float64."""
+def run64(
+    module: torch.nn.Module, inputs: list[torch.Tensor], upcast: torch.nn.Module | None = None,
+    choices: list[torch.Tensor] | None = None,
+):
+    """:func:`reference64`, raising where the module cannot run in float64 (:class:`ChoicesDiffer`
+    where it selects otherwise than ``choices``)."""
     upcast = upcast if upcast is not None else copy.deepcopy(module).to(torch.float64)
     inputs64 = [t.double() if t.is_floating_point() else t for t in inputs]
-    with torch.no_grad(), _StayInFloat64():
+    with torch.no_grad(), _StayInFloat64(choices if choices else None):
         return upcast(*inputs64)
 
 
@@ -125,9 +204,13 @@ def _errors(values: torch.Tensor, reference: torch.Tensor) -> tuple[float, float
     return (err.square().mean().sqrt().item(), err.max().item()) if err.numel() else (0.0, 0.0)
 
 
-def judge_output(expected: torch.Tensor, actual: torch.Tensor, reference: torch.Tensor | None, where: str) -> None:
+def judge_output(
+    expected: torch.Tensor, actual: torch.Tensor, reference: torch.Tensor | None, where: str,
+    reference_ours: torch.Tensor | None = None,
+) -> None:
     """Accept ``actual`` (the generated module's) against ``expected`` (eager's) and ``reference``
-    (float64's, or None), or raise ExportError saying by how much it is off."""
+    (float64's, or None), or raise ExportError saying by how much it is off. ``reference_ours``:
+    the float64 run that made the generated module's choices where they differ from eager's."""
     if expected.shape != actual.shape or expected.dtype != actual.dtype:
         raise ExportError(
             f"{where}: generated {tuple(actual.shape)}:{actual.dtype} vs source {tuple(expected.shape)}:{expected.dtype}"
@@ -147,9 +230,14 @@ def judge_output(expected: torch.Tensor, actual: torch.Tensor, reference: torch.
         finite &= torch.isfinite(reference)
     else:  # eager stands for the reference: the generated module may err one rounding step from it
         reference = expected.double()
+    if reference_ours is not None and reference_ours.shape == reference.shape:
+        reference_ours = reference_ours.cpu().double()
+        finite &= torch.isfinite(reference_ours)
+    else:
+        reference_ours = reference
     ref = reference[finite]
     rms_eager, max_eager = _errors(expected[finite], ref)
-    rms_ours, max_ours = _errors(actual[finite], ref)
+    rms_ours, max_ours = _errors(actual[finite], reference_ours[finite])
     eps = torch.finfo(actual.dtype).eps
     scale_rms = ref.square().mean().sqrt().item() if ref.numel() else 0.0
     scale_max = ref.abs().max().item() if ref.numel() else 0.0
@@ -163,14 +251,18 @@ def judge_output(expected: torch.Tensor, actual: torch.Tensor, reference: torch.
         )
 
 
-def judge(expected, actual, reference, where: str) -> None:
-    """Every output of one call: the generated module's against eager's and float64's."""
+def judge(expected, actual, reference, where: str, reference_ours=None) -> None:
+    """Every output of one call: the generated module's against eager's and float64's
+    (``reference_ours``: the float64 outputs of the generated module's choices, where they differ)."""
     exp, act = _flat(expected), _flat(actual)
     ref = _flat(reference) if reference is not None else (None,) * len(exp)
+    ours = _flat(reference_ours) if reference_ours is not None else (None,) * len(exp)
     if len(exp) != len(act):
         raise ExportError(f"{where}: the generated module returns {len(act)} tensors, the source {len(exp)}")
-    for k, (e, a, r) in enumerate(zip(exp, act, ref)):
-        judge_output(e, a, r if isinstance(r, torch.Tensor) and r.shape == e.shape else None, f"{where}, output {k}")
+    for k, (e, a, r, o) in enumerate(zip(exp, act, ref, ours)):
+        usable = isinstance(r, torch.Tensor) and r.shape == e.shape
+        judge_output(e, a, r if usable else None, f"{where}, output {k}",
+                     o if usable and isinstance(o, torch.Tensor) else None)
 
 
 def check_outputs(source: torch.nn.Module, inputs: list[torch.Tensor], actual, where: str, reference: bool = True) -> None:
@@ -183,7 +275,24 @@ def check_outputs(source: torch.nn.Module, inputs: list[torch.Tensor], actual, w
 
 
 def check_call(source: torch.nn.Module, generated, inputs: list[torch.Tensor], where: str, reference: bool = True):
-    """Call the generated module on ``inputs`` and judge its outputs (:func:`check_outputs`); returns them."""
-    actual = generated(*inputs)
-    check_outputs(source, inputs, actual, where, reference)
+    """Call the generated module on ``inputs`` and judge its outputs (:func:`check_outputs`, each
+    against the float64 run that makes its choices); returns them."""
+    actual, ours = run_recording_choices(generated, inputs)
+    expected, eager = run_recording_choices(source, inputs)
+    if not reference:
+        judge(expected, actual, None, where)
+        return actual
+    ref = _run64_choosing(source, inputs, eager)
+    ref_ours = None if same_choices(eager, ours) else _run64_choosing(source, inputs, ours)
+    judge(expected, actual, ref, where, ref_ours)
     return actual
+
+
+def _run64_choosing(source: torch.nn.Module, inputs: list[torch.Tensor], choices: list[torch.Tensor]):
+    """:func:`run64` making ``choices`` (its own where it selects otherwise)."""
+    if choices:
+        try:
+            return run64(source, inputs, choices=choices)
+        except ChoicesDiffer:
+            pass
+    return run64(source, inputs)
