@@ -438,3 +438,25 @@ class _UnmaskedLayer(torch.nn.Module):
 
     def forward(self, hidden):
         return self.layer(hidden, attention_mask=None, position_embeddings=self.rotary)
+
+
+def test_sdpa_layers_with_sliding_windows_get_bool_masks_in_the_stack():
+    """Mistral's layers (sdpa, a sliding window of 8 on every layer): the stack of one exported mask
+    layer gives them transformers' bool sliding-window mask and matches the model past the window."""
+    from thunder_aot.examples.hf import mistral_small_causal_lm
+    from thunder_aot.layers import StackAdapter
+
+    text = export(ExportRequest("thunder_aot.examples.hf:mistral_small_decoder_layer_mask",
+                                ("1x[S=1..32]x256, 1x[S]x64, 1x[S]x64, 1x1x[S]x[S]:bool",), backend="torch"), verify=False)
+    gen = load_module_from_text(text, "gen_mistral_mask_layer")
+    model = mistral_small_causal_lm()
+    generator = torch.Generator().manual_seed(torch.seed() >> 1)
+    adapter = StackAdapter(model, gen.DecoderLayerMaskCall, check_ids=torch.randint(0, 512, (1, 32), generator=generator))
+    stack = adapter.__dict__["generated"]
+    assert stack.windows == [8, 8] and stack.mask_dtype == torch.bool
+    with torch.no_grad():
+        for tokens in (1, 8, 9, 29):
+            ids = torch.randint(0, 512, (1, tokens), generator=generator)
+            check_outputs(_LastLogitsOf(model), [ids], adapter(ids, use_cache=False, logits_to_keep=1).logits,
+                          f"Mistral layer stack at {tokens} tokens")
+    assert dict(adapter.calls) == {"generated": 5}

@@ -279,6 +279,20 @@ def llama_1b_causal_lm():
     return _randomize(model, 30).to(torch.bfloat16)
 
 
+def mistral_small_causal_lm():
+    """A 2-layer MistralForCausalLM (sdpa attention, sliding windows of 8 on every layer: bool mask
+    layers), random weights, fp32."""
+    from transformers import MistralConfig, MistralForCausalLM
+
+    config = _small_config(MistralConfig, head_dim=64, sliding_window=8, pad_token_id=0)
+    return _randomize(MistralForCausalLM(config), 34)
+
+
+def mistral_small_decoder_layer_mask():
+    """:func:`mistral_small_causal_lm`'s first layer with its (bool) mask as an input."""
+    return DecoderLayerMaskCall(mistral_small_causal_lm().model.layers[0])
+
+
 def tiny_llama():
     """A 2-layer LlamaForCausalLM from a config, for the replace() example and test."""
     from transformers import LlamaForCausalLM
