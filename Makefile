@@ -23,11 +23,11 @@ example: $(STAMP)
 
 # two workers (pytest-xdist): Thunder's tracing is single-threaded Python, and CI has two cores
 test: $(STAMP)
-	$(PY) -m pytest -q -n 2
+	$(PY) -m pytest -q -n 2 --dist worksteal
 
 # The fast tier for development: no Thunder tracing, no whole-module interpreter runs (under 2 minutes).
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -n 2 -m "not traces and not gpu and not slow"
+	$(PY) -m pytest -q -n 2 --dist worksteal -m "not traces and not gpu and not slow"
 
 # Refresh the golden files in generated/ after changing the generator or its templates.
 golden: $(STAMP)

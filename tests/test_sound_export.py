@@ -64,12 +64,10 @@ def _refusals(text: str, source: str, shapes: str) -> list[str]:
     return refused
 
 
-def test_the_stored_examples_verify_under_20_seeds():
+@pytest.mark.parametrize("stem,source,shapes", EXPORTS, ids=[e[0] for e in EXPORTS])
+def test_the_stored_examples_verify_under_20_seeds(stem, source, shapes):
     """The bundled examples' torch-backend modules in generated/: no false refusal over 20 seeds."""
-
-    refused = []
-    for stem, source, shapes in EXPORTS:
-        refused += _refusals((ROOT / "generated" / f"{stem}_torch.py").read_text(), source, shapes)
+    refused = _refusals((ROOT / "generated" / f"{stem}_torch.py").read_text(), source, shapes)
     assert not refused, refused[:3]
 
 @pytest.mark.parametrize("source,shapes", [m[:2] for m in HF_SUBMODULES], ids=[m[0].split(":")[1] for m in HF_SUBMODULES])
