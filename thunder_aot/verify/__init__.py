@@ -108,7 +108,7 @@ def verify(
     once more with non-finite values among them; judge every output against float64 (:mod:`.judge`).
     Returns how many calls were checked; a refusal names the seed that repeats its inputs.
     ``without_float64``: gets the calls judged against eager alone (the source cannot run in float64)."""
-    from thunder_aot.verify.judge import judge, reference64, run_recording_choices, same_choices, upcast64
+    from thunder_aot.verify.judge import judge, paired_references, reference64, run_recording_choices, upcast64
 
     seed = new_seed() if seed is None else seed
     generated = load_module_from_text(text) if isinstance(text, str) else text
@@ -132,10 +132,9 @@ def verify(
                     except Exception as e:
                         raise ExportError(f"{where}: the generated module raised {type(e).__name__}: {e}") from e
                     # each judged against the float64 run that routes as it did (judge's docstring)
-                    reference = reference64(source, inputs, source64, eager_choices) if source64 is not None else None
-                    reference_ours = None
-                    if reference is not None and not same_choices(eager_choices, choices):
-                        reference_ours = reference64(source, inputs, source64, choices)
+                    reference, reference_ours = (None, None) if source64 is None else paired_references(
+                        lambda picks: reference64(source, inputs, source64, picks), eager_choices, choices
+                    )
                     if reference is None and without_float64 is not None:
                         without_float64.append(where)
                     judge(expected, actual, reference, where, reference_ours)

@@ -15,6 +15,7 @@ module against the one that picks what it picked (the same run where they agree)
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 
 import torch
 
@@ -145,20 +146,36 @@ def reference64(
     """The module's outputs computed in float64: its floating parameters, buffers and inputs
     upcast, and the floating casts it writes kept in float64 (as torch's accuracy checkers'
     ``fp64_ref``, without the module's own downcasts). ``upcast``: :func:`upcast64` of the module,
-    made once for many calls; ``choices``: the top-k picks to make (:func:`run_recording_choices`),
-    else its own (also where the float64 run selects otherwise than recorded). None where the module
-    cannot run so."""
+    made once for many calls; ``choices``: the top-k picks to make (:func:`run64_choosing`). None
+    where the module cannot run so."""
+    try:
+        return run64_choosing(module, inputs, choices, upcast)
+    except Exception:  # noqa: BLE001 - a module that cannot run in float64 is judged against eager alone
+        return None
+
+
+def run64_choosing(
+    module: torch.nn.Module, inputs: list[torch.Tensor], choices: list[torch.Tensor] | None,
+    upcast: torch.nn.Module | None = None,
+):
+    """:func:`run64` making ``choices`` (:func:`run_recording_choices`), else its own (also where
+    the float64 run selects otherwise than recorded)."""
     if choices:
         try:
             return run64(module, inputs, upcast, choices)
         except ChoicesDiffer:
             pass
-        except Exception:  # noqa: BLE001 - see below
-            return None
-    try:
-        return run64(module, inputs, upcast)
-    except Exception:  # noqa: BLE001 - a module that cannot run in float64 is judged against eager alone
-        return None
+    return run64(module, inputs, upcast)
+
+
+def paired_references(run: Callable, eager_choices: list[torch.Tensor], choices: list[torch.Tensor]) -> tuple:
+    """``(run(eager_choices), run(choices))``, the second None where the generated module chose as
+    eager did (or the first is None): the float64 references eager and the generated module are
+    judged against (:func:`judge`'s ``reference`` and ``reference_ours``)."""
+    reference = run(eager_choices)
+    if reference is None or same_choices(eager_choices, choices):
+        return reference, None
+    return reference, run(choices)
 
 
 def run64(
@@ -282,17 +299,6 @@ def check_call(source: torch.nn.Module, generated, inputs: list[torch.Tensor], w
     if not reference:
         judge(expected, actual, None, where)
         return actual
-    ref = _run64_choosing(source, inputs, eager)
-    ref_ours = None if same_choices(eager, ours) else _run64_choosing(source, inputs, ours)
+    ref, ref_ours = paired_references(lambda choices: run64_choosing(source, inputs, choices), eager, ours)
     judge(expected, actual, ref, where, ref_ours)
     return actual
-
-
-def _run64_choosing(source: torch.nn.Module, inputs: list[torch.Tensor], choices: list[torch.Tensor]):
-    """:func:`run64` making ``choices`` (its own where it selects otherwise)."""
-    if choices:
-        try:
-            return run64(source, inputs, choices=choices)
-        except ChoicesDiffer:
-            pass
-    return run64(source, inputs)
