@@ -28,6 +28,9 @@
 #   models4: the GPT-OSS-shaped causal LM (4 layers, mask layers: eager attention, sliding windows)
 #          benched at S = 1, 16, 128, 1024, then the model GPU tests
 #   models5: the Llama causal LM at the other token counts (2..64; 256..2048 with 568, 1369)
+#   models6: the GPU tests never run before (GPT-OSS mask-layer stack with graphs, the nvFuser kernel
+#          store across processes), then the GPT-OSS-shaped causal LM benched at S = 1, 16
+#   models7: the GPT-OSS-shaped causal LM benched at S = 128, 1024
 #   final: after a Triton change: the Triton GPU tests (also cuda:1, models), the Triton hot-path layers,
 #          then rmsnorm and softmax benched
 set -u
@@ -96,6 +99,14 @@ elif [ "${1:-full}" = models5 ]; then
       --backends triton --sizes 2,4,8,15,32,64 --rounds 2 --min-run-time 0.05 --skip 'torch.compile(layers)' --out "$W/llama1b_small"
   step 420 llama1b_large env PYTHONUNBUFFERED=1 python3 -m thunder_aot bench thunder_aot.examples.hf:llama_1b_causal_lm --model \
       --backends triton --sizes 256,512,568,1369,2048 --rounds 2 --min-run-time 0.05 --skip 'torch.compile(layers)' --out "$W/llama1b_large"
+elif [ "${1:-full}" = models6 ]; then
+  step 200 gpu_tests_new python3 -m pytest -m gpu tests/test_gpu_models.py tests/test_gpu.py -q -p no:cacheprovider -rs \
+      -k "gpt_oss or kernels_are_reused" -s
+  step 360 gpt_oss_model env PYTHONUNBUFFERED=1 python3 -m thunder_aot bench thunder_aot.examples.hf:gpt_oss_causal_lm --model \
+      --backends triton --sizes 1,16 --rounds 2 --min-run-time 0.05 --skip "torch.compile(layers)" --out "$W/gpt_oss_model"
+elif [ "${1:-full}" = models7 ]; then
+  step 560 gpt_oss_model_large env PYTHONUNBUFFERED=1 python3 -m thunder_aot bench thunder_aot.examples.hf:gpt_oss_causal_lm --model \
+      --backends triton --sizes 128,1024 --rounds 2 --min-run-time 0.05 --skip "torch.compile(layers)" --out "$W/gpt_oss_model_large"
 elif [ "${1:-full}" = final ]; then
   step 150 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads or second_gpu"
   step 70 overhead_triton python3 tools/overhead.py --backends triton --rounds 3 --out "$W/overhead_triton.md"
