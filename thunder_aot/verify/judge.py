@@ -30,10 +30,12 @@ _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _CASTS = {torch.Tensor.float, torch.Tensor.half, torch.Tensor.bfloat16}
 
 
-def _grouped_mm64(mat_a, mat_b, offs=None, bias=None, out_dtype=None):
-    """``torch._grouped_mm`` of float64 operands (torch's kernels take 16- and 32-bit floats only),
-    group by group as its documentation defines it: ``offs`` holds the groups' ends along the jagged
-    dim, rows past ``offs[-1]`` are zeros; without ``offs`` a batched product."""
+def grouped_mm_by_group(mat_a, mat_b, offs=None, bias=None, out_dtype=None):
+    """``torch._grouped_mm`` one plain matmul per group, as its documentation defines it: ``offs``
+    holds the groups' ends along the jagged dim, rows past ``offs[-1]`` are zeros; without ``offs`` a
+    batched product. Used where torch's kernel cannot run: float64 operands (its kernels take 16-
+    and 32-bit floats only) and CPU tensors while export traces (its CPU kernel crashes on some hosts).
+    ``out_dtype`` is ignored: the result has the operands' dtype."""
     if offs is None:
         out = torch.bmm(mat_a, mat_b) if mat_a.ndim == 3 else torch.matmul(mat_a, mat_b)
         return out if bias is None else out + bias.unsqueeze(-2)
@@ -101,7 +103,7 @@ class _StayInFloat64(torch.overrides.TorchFunctionMode):
     """Runs a module with every floating cast it writes (``x.float()``, ``x.to(torch.float32)``,
     ``softmax(..., dtype=torch.float32)``, ``.to(input_dtype)``) kept in float64, so that the
     reference carries no rounding of the module's own low-precision steps; grouped matmuls (MoE
-    experts) run group by group in float64 (:func:`_grouped_mm64`); ``choices``: the indices each
+    experts) run group by group in float64 (:func:`grouped_mm_by_group`); ``choices``: the indices each
     ``topk`` picks, replayed in order (its values gathered from the float64 input)."""
 
     def __init__(self, choices: list[torch.Tensor] | None = None) -> None:
@@ -121,7 +123,7 @@ class _StayInFloat64(torch.overrides.TorchFunctionMode):
                 raise ChoicesDiffer(f"a top-k of shape {shape} replays picks of shape {list(indices.shape)}")
             return torch.return_types.topk((source.gather(dim, indices), indices))
         if func in _GROUPED_MMS and args and getattr(args[0], "dtype", None) == torch.float64:
-            return _grouped_mm64(*args, **kwargs)
+            return grouped_mm_by_group(*args, **kwargs)
         if func in _CASTS and args and isinstance(args[0], torch.Tensor):  # x.float() of floats or integers
             return args[0] if args[0].is_floating_point() else args[0].to(torch.float64)
         if kwargs.get("dtype") in _FLOATS:
