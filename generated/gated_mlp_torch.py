@@ -22,9 +22,10 @@ from thunder_aot.runtime import (
     bad_input,
     no_bucket,
     require,
+    unmerged,
 )
 
-require(2)
+require(3)
 
 __all__ = ["BUCKETS", "NoBucketError", "GatedMLP", "forward"]
 
@@ -33,10 +34,16 @@ _OWNER = "GatedMLP"
 BUCKETS = ("[s0=1..512]x256:float32",)
 
 
-def _dispatch(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight) -> int:
+def _dispatch(
+    x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight, t_merged_gate_proj_up_proj_weight
+) -> int:
     """The program of the first bucket the inputs' shapes and dtypes match."""
     if not isinstance(x, torch.Tensor):
         raise bad_input(_OWNER, "x", x, "a tensor")
+    if t_gate_proj_weight.data_ptr() != t_merged_gate_proj_up_proj_weight.data_ptr():
+        raise unmerged(_OWNER, "gate_proj.weight", "merged_gate_proj_up_proj_weight")
+    if t_up_proj_weight.data_ptr() != t_merged_gate_proj_up_proj_weight.data_ptr() + 524288:
+        raise unmerged(_OWNER, "up_proj.weight", "merged_gate_proj_up_proj_weight")
     shape_0 = x.shape
     dtype_0 = x.dtype
     if (
@@ -48,16 +55,18 @@ def _dispatch(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight) -> in
     return program
 
 
-def forward(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight):
+def forward(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight, t_merged_gate_proj_up_proj_weight):
     """GatedMLP.forward as a pure function of its inputs, parameters and buffers."""
-    program = _dispatch(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight)
+    program = _dispatch(
+        x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight, t_merged_gate_proj_up_proj_weight
+    )
     if program == 0:
         # serves [s0=1..512]x256:float32
         # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
-        t22 = torch.nn.functional.linear(x, t_gate_proj_weight, None)
-        # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
-        t23 = torch.nn.functional.linear(x, t_up_proj_weight, None)
-        # fusion0: neg, exp, add, reciprocal, mul, mul
+        t22_merged = torch.nn.functional.linear(x, t_merged_gate_proj_up_proj_weight, None)
+        # fusion0: slice, slice, neg, exp, add, reciprocal, mul, mul
+        t22 = t22_merged[:, 0:512]
+        t23 = t22_merged[:, 512:1024]
         # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
         t5 = torch.neg(t22)
         t6 = torch.exp(t5)
@@ -92,6 +101,7 @@ class GatedMLP(GeneratedModule):
     }
     WARMUP = (({"s0": (1, 512)}, lambda s0: [((s0, 256), torch.float32)]),)
     FALLBACK = False
+    MERGED = (("merged_gate_proj_up_proj_weight", ("gate_proj.weight", "up_proj.weight")),)
 
     def __call__(self, x):
         # nn.Module's generic path only where it has work to do: hooks, module.compile(), a forward
@@ -116,6 +126,7 @@ class GatedMLP(GeneratedModule):
                 state["_modules"]["down_proj"]._parameters["weight"],
                 state["_modules"]["gate_proj"]._parameters["weight"],
                 state["_modules"]["up_proj"]._parameters["weight"],
+                state["_buffers"]["merged_gate_proj_up_proj_weight"],
             )
         except NoBucketError as error:
             return self._outside_buckets(error, x)
@@ -127,6 +138,7 @@ class GatedMLP(GeneratedModule):
                 self._modules["down_proj"]._parameters["weight"],
                 self._modules["gate_proj"]._parameters["weight"],
                 self._modules["up_proj"]._parameters["weight"],
+                self._buffers["merged_gate_proj_up_proj_weight"],
             )
         except NoBucketError as error:
             return self._outside_buckets(error, x)

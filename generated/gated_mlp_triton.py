@@ -26,9 +26,10 @@ from thunder_aot.runtime import (
     no_bucket,
     record_guard,
     require,
+    unmerged,
 )
 
-require(2)
+require(3)
 from thunder_aot.runtime.triton import (
     INTERPRET,
     Kernel,
@@ -50,15 +51,15 @@ _FAST: dict = {}
 
 
 @triton.jit(do_not_specialize=["_rows"])
-def fusion0_kernel(t22_ptr, t23_ptr, input__out_ptr, _rows, N: tl.constexpr, BLOCK: tl.constexpr):
+def fusion0_kernel(t22_merged_ptr, input__out_ptr, _rows, N: tl.constexpr, BLOCK: tl.constexpr):
     # persistent: 2 rows of 512 per program in BLOCK=512 lanes, 1 warp
     row = tl.program_id(0).to(tl.int64) * 2 + tl.arange(0, 2)[:, None]
     in_rows = row < _rows
     cols = tl.arange(0, BLOCK)[None, :]
     lanes = cols < N
     mask = in_rows & lanes
-    t22 = tl.load(t22_ptr + row * N + cols, mask=mask, other=0.0)
-    t23 = tl.load(t23_ptr + row * N + cols, mask=mask, other=0.0)
+    t22 = tl.load(t22_merged_ptr + row * 1024 + 0 + cols, mask=mask, other=0.0)
+    t23 = tl.load(t22_merged_ptr + row * 1024 + 512 + cols, mask=mask, other=0.0)
     # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
     t5 = -(t22)
     t6 = tl.exp(t5)
@@ -72,7 +73,9 @@ def fusion0_kernel(t22_ptr, t23_ptr, input__out_ptr, _rows, N: tl.constexpr, BLO
 fusion0 = Kernel(fusion0_kernel, block=512, num_warps=1)
 
 
-def _dispatch(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight) -> int:
+def _dispatch(
+    x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight, t_merged_gate_proj_up_proj_weight
+) -> int:
     """The checked path: every check of the arguments, then the program of the first bucket the
     inputs' shapes and dtypes match; records a guard of these tensors for their shape."""
     if not (isinstance(x, torch.Tensor) and x.is_contiguous() and (x.is_cuda or INTERPRET)):
@@ -82,8 +85,13 @@ def _dispatch(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight) -> in
         or t_down_proj_weight.requires_grad
         or t_gate_proj_weight.requires_grad
         or t_up_proj_weight.requires_grad
+        or t_merged_gate_proj_up_proj_weight.requires_grad
     ):
         raise no_autograd(_OWNER, "triton")
+    if t_gate_proj_weight.data_ptr() != t_merged_gate_proj_up_proj_weight.data_ptr():
+        raise unmerged(_OWNER, "gate_proj.weight", "merged_gate_proj_up_proj_weight")
+    if t_up_proj_weight.data_ptr() != t_merged_gate_proj_up_proj_weight.data_ptr() + 524288:
+        raise unmerged(_OWNER, "up_proj.weight", "merged_gate_proj_up_proj_weight")
     shape_0 = x.shape
     dtype_0 = x.dtype
     if (
@@ -92,11 +100,16 @@ def _dispatch(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight) -> in
         program = 0
     else:
         raise no_bucket(_OWNER, ("x",), (x,), BUCKETS)
-    record_guard(_FAST, shape_0, program, (x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight))
+    record_guard(
+        _FAST,
+        shape_0,
+        program,
+        (x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight, t_merged_gate_proj_up_proj_weight),
+    )
     return program
 
 
-def forward(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight):
+def forward(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight, t_merged_gate_proj_up_proj_weight):
     """GatedMLP.forward as a pure function of its inputs, parameters and buffers."""
     try:
         shape_0 = x.shape
@@ -107,7 +120,11 @@ def forward(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight):
         fast is not None
         and (fast[2] or not is_grad_enabled())
         and not dynamo_compiling()
-        and fast[0](x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight)
+        and fast[0](
+            x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight, t_merged_gate_proj_up_proj_weight
+        )
+        and t_gate_proj_weight.data_ptr() == t_merged_gate_proj_up_proj_weight.data_ptr()
+        and t_up_proj_weight.data_ptr() == t_merged_gate_proj_up_proj_weight.data_ptr() + 524288
     ):
         program = fast[1]
         # the guard fixed the tensors' device; kernels launch directly on the current one
@@ -115,32 +132,31 @@ def forward(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight):
         if _device >= 0 and _device != current_device():
             _device = -1
     else:
-        program = _dispatch(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight)
+        program = _dispatch(
+            x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight, t_merged_gate_proj_up_proj_weight
+        )
         _device = eager_device(x)
     if program == 0:
         # serves [s0=1..512]x256:float32
         s0 = shape_0[0]
         # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
-        t22 = torch.nn.functional.linear(x, t_gate_proj_weight, None)
-        # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
-        t23 = torch.nn.functional.linear(x, t_up_proj_weight, None)
-        # fusion0: neg, exp, add, reciprocal, mul, mul
-        t22 = t22.contiguous()
-        t23 = t23.contiguous()
-        _rows = t22.numel() // 512
+        t22_merged = torch.nn.functional.linear(x, t_merged_gate_proj_up_proj_weight, None)
+        # fusion0: slice, slice, neg, exp, add, reciprocal, mul, mul
+        t22_merged = t22_merged.contiguous()
+        _rows = t22_merged.numel() // 1024
         input_ = (
             empty_strided_cuda((s0, 512), (512, 1), torch.float32)
             if _device >= 0
-            else torch.empty((s0, 512), dtype=torch.float32, device=t22.device)
+            else torch.empty((s0, 512), dtype=torch.float32, device=t22_merged.device)
         )
-        _raw = (t22.data_ptr(), t23.data_ptr(), input_.data_ptr(), _rows)
-        _misaligned = (_raw[0] | _raw[1]) & 15 != 0
+        _raw = (t22_merged.data_ptr(), input_.data_ptr(), _rows)
+        _misaligned = (_raw[0]) & 15 != 0
         _kernel = fusion0.binaries.get(_device + _device + _misaligned)
         # the C launch where the kernel is compiled for _device and this alignment; else Kernel.launch
         if _kernel is not None:
             _kernel[1]((_rows + 1) // 2, 1, 1, raw_stream(_device), *_kernel[2], *_raw, 512, 512)
         else:
-            fusion0.launch((_rows + 1) // 2, (t22, t23, input_, _rows), _raw, _misaligned, 512)
+            fusion0.launch((_rows + 1) // 2, (t22_merged, input_, _rows), _raw, _misaligned, 512)
         # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
         t24 = torch.nn.functional.linear(input_, t_down_proj_weight, None)
         return t24
@@ -168,6 +184,7 @@ class GatedMLP(GeneratedModule):
     }
     WARMUP = (({"s0": (1, 512)}, lambda s0: [((s0, 256), torch.float32)]),)
     FALLBACK = False
+    MERGED = (("merged_gate_proj_up_proj_weight", ("gate_proj.weight", "up_proj.weight")),)
 
     def __call__(self, x):
         # nn.Module's generic path only where it has work to do: hooks, module.compile(), a forward
@@ -192,6 +209,7 @@ class GatedMLP(GeneratedModule):
                 state["_modules"]["down_proj"]._parameters["weight"],
                 state["_modules"]["gate_proj"]._parameters["weight"],
                 state["_modules"]["up_proj"]._parameters["weight"],
+                state["_buffers"]["merged_gate_proj_up_proj_weight"],
             )
         except NoBucketError as error:
             return self._outside_buckets(error, x)
@@ -203,6 +221,7 @@ class GatedMLP(GeneratedModule):
                 self._modules["down_proj"]._parameters["weight"],
                 self._modules["gate_proj"]._parameters["weight"],
                 self._modules["up_proj"]._parameters["weight"],
+                self._buffers["merged_gate_proj_up_proj_weight"],
             )
         except NoBucketError as error:
             return self._outside_buckets(error, x)

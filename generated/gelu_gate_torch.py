@@ -24,7 +24,7 @@ from thunder_aot.runtime import (
     require,
 )
 
-require(2)
+require(3)
 
 __all__ = ["BUCKETS", "NoBucketError", "GeluGate", "forward"]
 

@@ -29,7 +29,7 @@ from thunder_aot.runtime import (
     require,
 )
 
-require(2)
+require(3)
 from thunder_aot.runtime.triton import (
     INTERPRET,
     Kernel,

@@ -105,6 +105,35 @@ def test_the_float64_reference_runs_grouped_matmuls_group_by_group():
     torch.testing.assert_close(ref, exact, rtol=1e-12, atol=1e-12)
 
 
+def test_the_float64_reference_of_grouped_matmuls_holds_when_judge_is_first_imported_while_tracing():
+    """Export's tracing replaces ``torch._grouped_mm`` for a while; a judge first imported then (as
+    the CPU-safe grouped matmul once did) must still know torch's own, or every MoE layer is judged
+    against eager alone. In a fresh process, so that the import really is the first."""
+    import subprocess
+    import sys
+
+    from tests.helpers import ROOT
+
+    script = (
+        "import torch\n"
+        "real = torch._grouped_mm\n"
+        "torch._grouped_mm = lambda *args, **kwargs: real(*args, **kwargs)  # as tracing replaces it\n"
+        "from thunder_aot.verify.judge import run64\n"
+        "torch._grouped_mm = real\n"
+        "class Experts(torch.nn.Module):  # calls torch._grouped_mm itself, as transformers' experts do\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.weight = torch.nn.Parameter(torch.randn(4, 16, 8))\n"
+        "    def forward(self, x, offs):\n"
+        "        return torch._grouped_mm(x, self.weight, offs=offs)\n"
+        "module = Experts().to(torch.bfloat16)\n"
+        "x = torch.randn(32, 16).to(torch.bfloat16)\n"
+        "print(run64(module, [x, torch.tensor([8, 8, 24, 32], dtype=torch.int32)]).dtype)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "torch.float64", done.stderr[-2000:]
+
+
 class _Generated:
     """What verify() takes for a generated module: a namespace whose class builds from the source."""
 

@@ -56,3 +56,25 @@ def test_a_models_layers_need_their_mask_for_eager_attention_and_sliding_windows
     odd.layer_types = ["full_attention", "chunked_attention"]
     with pytest.raises(TypeError, match="layer types chunked_attention: expected full_attention and sliding_attention"):
         layer_windows(odd)
+
+
+def test_strided_rotary_tables_reach_the_kernels_contiguous_once_per_pair():
+    """GPT-OSS's rotary embedding returns strided cos and sin (the generated kernels refused them on
+    the GPU machine: bench/results/models/s13_models6b/): they are made contiguous once for all the
+    layers of a forward, and again after an in-place update."""
+    from thunder_aot.layers import contiguous_rotary
+
+    generator = torch.Generator().manual_seed(5)
+    cos, sin = (torch.randn(1, 32, 7, generator=generator).transpose(1, 2) for _ in range(2))
+    assert not cos.is_contiguous()
+    first = contiguous_rotary((cos, sin))
+    assert all(t.is_contiguous() for t in first)
+    torch.testing.assert_close(first[0], cos, rtol=0, atol=0)
+    torch.testing.assert_close(first[1], sin, rtol=0, atol=0)
+    again = contiguous_rotary((cos, sin))
+    assert again[0] is first[0] and again[1] is first[1], "the next layer of the forward reuses the copies"
+    cos.mul_(2.0)
+    updated = contiguous_rotary((cos, sin))
+    torch.testing.assert_close(updated[0], cos, rtol=0, atol=0)
+    plain = (torch.randn(1, 7, 32), torch.randn(1, 7, 32))
+    assert contiguous_rotary(plain) is plain

@@ -26,6 +26,7 @@ def export(
     checks: bool = True,
     verify: bool = True,
     verify_seed: int | None = None,
+    merge_projections: bool = True,
     progress: Callable[[str], None] | None = None,
 ) -> str:
     """Trace ``module`` per shape bucket and return the generated module's source text.
@@ -36,8 +37,8 @@ def export(
     ``shapes``: bucket specs as for ``--shapes`` (one string, or several). ``backend``: ``auto``,
     ``nvfuser``, ``triton`` or ``torch``. ``out``: also write the text there, atomically (refused
     for a file thunder-aot did not generate, unless ``force``). The other arguments are the CLI's
-    ``--fallback``, ``--unchecked`` (``checks=False``), ``--no-verify`` (``verify=False``) and
-    ``--verify-seed``. Raises :class:`thunder_aot.errors.ExportError` (a ValueError) with one line.
+    ``--fallback``, ``--unchecked`` (``checks=False``), ``--no-verify`` (``verify=False``),
+    ``--no-merge-projections`` (``merge_projections=False``) and ``--verify-seed``. Raises :class:`thunder_aot.errors.ExportError` (a ValueError) with one line.
     """
     from thunder_aot.cli import check_out_target
     from thunder_aot.codegen import write_atomic
@@ -58,7 +59,7 @@ def export(
         check_out_target(str(out), force)
     request = ExportRequest(
         source, tuple(shapes), backend=backend, out=None if out is None else str(out), fallback=fallback, checks=checks,
-        verify_seed=verify_seed, verify=verify, instance=instance,
+        verify_seed=verify_seed, verify=verify, merge_projections=merge_projections, instance=instance,
     )
     training = instance.training if instance is not None else None
     try:

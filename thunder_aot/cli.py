@@ -88,6 +88,13 @@ def _add_export_args(p: argparse.ArgumentParser) -> None:
         help="seed of the verification's random inputs (default: a fresh one; a refusal names the seed that repeats it)",
     )
     p.add_argument(
+        "--no-merge-projections",
+        action="store_true",
+        help="keep one matmul per linear layer: by default linear layers that read one input (q/k/v, gate/up) "
+        "become one matmul on their weights concatenated, the module's parameters (and the source's, in "
+        "from_module) becoming views of that tensor",
+    )
+    p.add_argument(
         "--unchecked",
         action="store_true",
         help="UNSAFE: leave out the generated module's per-call checks of inputs (tensor, device, layout), "
@@ -161,6 +168,7 @@ def _request(args: argparse.Namespace):
         checks=not args.unchecked,
         verify_seed=getattr(args, "verify_seed", None),
         verify=not args.no_verify,
+        merge_projections=not getattr(args, "no_merge_projections", False),
     )
 
 

@@ -218,6 +218,7 @@ class LayerAdapter(nn.Module):
 
             generated = self.__dict__["generated"]
             try:
+                position_embeddings = contiguous_rotary(position_embeddings)
                 if masks is not None:
                     out = generated(hidden_states, *position_embeddings, masks.mask(attention_mask, hidden_states))
                 elif cache is None:
@@ -404,6 +405,30 @@ class DecoderStackCall(nn.Module):
         return self.model.lm_head(base.norm(hidden_states)[:, -1:, :])
 
 
+#: the last ``(key, contiguous pair, the pair given)`` that contiguous_rotary made (one reference,
+#: replaced whole: threads read a consistent entry); holding the given pair keeps its ids unreused
+_CONTIGUOUS_ROTARY: list = [None]
+
+
+def contiguous_rotary(position_embeddings: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(cos, sin)`` as contiguous tensors, which generated kernels read. Some rotary embeddings
+    return strided ones (GPT-OSS's: cos of a transposed product); a model passes the same pair to
+    every layer of a forward, so the last pair converted is kept, keyed by the tensors, their
+    version counters (an in-place update converts again) and whether a CUDA graph is being captured
+    (a copy made in a capture holds its values only in replays; one made outside must not be read
+    by a graph)."""
+    cos, sin = position_embeddings
+    if cos.is_contiguous() and sin.is_contiguous():
+        return position_embeddings
+    capturing = cos.is_cuda and torch.cuda.is_current_stream_capturing()
+    key = (id(cos), cos._version, id(sin), sin._version, capturing)
+    entry = _CONTIGUOUS_ROTARY[0]
+    if entry is None or entry[0] != key:
+        entry = (key, (cos.contiguous(), sin.contiguous()), (cos, sin))
+        _CONTIGUOUS_ROTARY[0] = entry
+    return entry[1]
+
+
 #: transformers rotary types whose tables do not depend on the sequence length: position p's cos and
 #: sin are the same in every forward, so a longer table's prefix serves a shorter forward
 STATIC_ROPE_TYPES = frozenset({"default", "linear", "llama3", "yarn"})
@@ -464,13 +489,15 @@ class LayerStack(nn.Module):
         length = inputs_embeds.shape[1]
         if not self.static_rope:
             positions = torch.arange(length, device=inputs_embeds.device).unsqueeze(0)
-            return self.__dict__["rotary_emb"](inputs_embeds, positions)
+            return contiguous_rotary(self.__dict__["rotary_emb"](inputs_embeds, positions))
         key = (inputs_embeds.device, inputs_embeds.dtype)
         table = self._tables.get(key)
         if table is None or table[0].shape[1] < length:
             size = 1 << max(length - 1, 1).bit_length()  # grown to a power of two: few recomputations
             positions = torch.arange(size, device=inputs_embeds.device).unsqueeze(0)
-            table = self._tables[key] = self.__dict__["rotary_emb"](inputs_embeds[:1, :1].expand(1, size, -1), positions)
+            table = self._tables[key] = tuple(
+                t.contiguous() for t in self.__dict__["rotary_emb"](inputs_embeds[:1, :1].expand(1, size, -1), positions)
+            )
         return table[0][:, :length], table[1][:, :length]
 
     def masks(self, inputs_embeds: torch.Tensor) -> dict[int | None, torch.Tensor]:

@@ -173,9 +173,19 @@ class ProgramInput:
     """A tensor argument of the traced computation: a user input or a module parameter/buffer."""
 
     name: str  # Python identifier used in the generated code
-    kind: str  # "input" | "parameter" | "buffer"
+    kind: str  # "input" | "parameter" | "buffer" | "merged" (a :class:`MergedWeight`)
     source_name: str  # the argument name, or the state_dict key ("norm.weight")
     persistent: bool = True  # buffers only
+
+
+@dataclass(frozen=True)
+class MergedWeight:
+    """Parameters concatenated along their first dim into one tensor that one matmul reads (the
+    q/k/v projections, gate/up): the generated module holds it as the non-persistent buffer
+    ``key`` and keeps each member parameter as a view of it (see ``exporter.merge``)."""
+
+    key: str  # the buffer's state key ("self_attn.merged_q_proj_k_proj_v_proj_weight")
+    members: tuple[str, ...]  # the parameters' state keys, in the order they are concatenated
 
 
 @dataclass(frozen=True)
@@ -226,3 +236,4 @@ class Program:
     returns_tuple: bool
     fallback: bool = False  # a shape outside every bucket runs the source module's eager code path
     attributes: tuple[tuple[str, object], ...] = ()  # settings baked in at export, checked by from_module
+    merged: tuple[MergedWeight, ...] = ()  # the concatenated parameters (inputs of kind "merged")

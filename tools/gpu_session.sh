@@ -31,6 +31,9 @@
 #   models6: the GPU tests never run before (GPT-OSS mask-layer stack with graphs, the nvFuser kernel
 #          store across processes), then the GPT-OSS-shaped causal LM benched at S = 1, 16
 #   models7: the GPT-OSS-shaped causal LM benched at S = 128, 1024
+#   models8: the GPT-OSS Triton model GPU tests and the nvFuser kernel store, then the GPT-OSS-shaped
+#          causal LM benched at S = 1, 16 (after the fixes of s13_models6b)
+#   models9: the Llama causal LM at S = 1, 16 with merged projections, against reduce-overhead
 #   final: after a Triton change: the Triton GPU tests (also cuda:1, models), the Triton hot-path layers,
 #          then rmsnorm and softmax benched
 set -u
@@ -107,6 +110,14 @@ elif [ "${1:-full}" = models6 ]; then
 elif [ "${1:-full}" = models7 ]; then
   step 560 gpt_oss_model_large env PYTHONUNBUFFERED=1 python3 -m thunder_aot bench thunder_aot.examples.hf:gpt_oss_causal_lm --model \
       --backends triton --sizes 128,1024 --rounds 2 --min-run-time 0.05 --skip "torch.compile(layers)" --out "$W/gpt_oss_model_large"
+elif [ "${1:-full}" = models8 ]; then
+  step 150 gpu_tests_new python3 -m pytest -m gpu tests/test_gpu_models.py tests/test_gpu.py -q -p no:cacheprovider -rs \
+      -k "(gpt_oss and triton) or kernels_are_reused" -s
+  step 420 gpt_oss_model env PYTHONUNBUFFERED=1 python3 -m thunder_aot bench thunder_aot.examples.hf:gpt_oss_causal_lm --model \
+      --backends triton --sizes 1,16 --rounds 2 --min-run-time 0.05 --skip "torch.compile(layers)" --out "$W/gpt_oss_model"
+elif [ "${1:-full}" = models9 ]; then
+  step 320 llama1b_merged env PYTHONUNBUFFERED=1 python3 -m thunder_aot bench thunder_aot.examples.hf:llama_1b_causal_lm --model \
+      --backends triton --sizes 1,16 --rounds 2 --min-run-time 0.05 --skip 'torch.compile,torch.compile(layers)' --out "$W/llama1b_merged"
 elif [ "${1:-full}" = final ]; then
   step 150 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads or second_gpu"
   step 70 overhead_triton python3 tools/overhead.py --backends triton --rounds 3 --out "$W/overhead_triton.md"

@@ -157,6 +157,9 @@ class Backend(ABC):
     #: whether the regions' statements read ``_device``, which forward sets once per call: the CUDA
     #: device index where kernels launch directly (eager, on the current device), else -1
     device_per_call: bool = False
+    #: whether a region may read part of an input's innermost dim (a ``slice`` prim of a region
+    #: input): what merged projections hand their readers (``exporter.merge``)
+    slices_region_inputs: bool = False
 
     @property
     def verify_device(self) -> str:

@@ -101,6 +101,32 @@ def _div(c: NvOp) -> str:
     return f"fd.ops.mul({c.a(0)}, fd.ops.reciprocal({c.a(1)}))"  # as Thunder's nvFuser executor does
 
 
+def _slice(c: NvOp) -> str:
+    """A slice; with a step along the innermost dim (``x[..., 1::2]``, which nvFuser's slice refuses)
+    as unit-step parts: the elements from the first to the last one taken, padded to ``m * step``,
+    viewed as ``[..., m, step]``, and the first of each step."""
+    x, starts, ends = c.op.args[:3]
+    steps = c.op.args[3] if len(c.op.args) > 3 else None
+    items = steps.items if isinstance(steps, Seq) else ()
+    if not any(not (isinstance(s, Const) and s.value in (1, None)) for s in items):
+        return f"fd.ops.slice({', '.join(c.a(i) for i in range(len(c.op.args)))})"
+    rank, out = len(items), c.op.outputs[0].spec.shape
+    step, start, count = items[-1], starts.items[-1], out[-1]
+    if (any(not (isinstance(s, Const) and s.value == 1) for s in items[:-1]) or not isinstance(step, Const)
+            or not isinstance(start, Const) or not isinstance(count, int)):
+        raise ValueError(f"nvFuser backend: a slice with a step is fused along a static innermost dim only ({c.op.outputs[0].name})")
+    k, s = step.value, start.value
+    last = Const(s + k * (count - 1) + 1)
+    ones = Seq(tuple(Const(1) for _ in range(rank)))
+    part = f"fd.ops.slice({c.a(0)}, {c.a(1)}, {nv_arg(Seq(ends.items[:-1] + (last,)), specialized=c.specialized)}, {nv_arg(ones)})"
+    lead = tuple(Const(d) if isinstance(d, int) else SizeArg(d) for d in out[:-1])
+    shape = nv_arg(Seq(lead + (Const(count), Const(k))), specialized=c.specialized)
+    viewed = f"fd.ops.reshape(fd.ops.pad({part}, [0, {k - 1}]), {shape})"
+    zeros = nv_arg(Seq(tuple(Const(0) for _ in range(rank + 1))))
+    firsts = nv_arg(Seq(lead + (Const(count), Const(1))), specialized=c.specialized)
+    return f"fd.ops.squeeze(fd.ops.slice({viewed}, {zeros}, {firsts}, {nv_arg(Seq(tuple(Const(1) for _ in range(rank + 1))))}), [{rank}])"
+
+
 def _where(c: NvOp) -> str:
     out = NV_DTYPES[c.op.outputs[0].spec.dtype]
     return f"fd.ops.cast(fd.ops.where({c.a(0)}, {c.a(1)}, {c.a(2)}), DataType.{out})"
@@ -130,7 +156,7 @@ NV_PRIMS: dict[str, Callable[[NvOp], str]] = {
     "reshape": lambda c: f"fd.ops.reshape({c.a(0)}, {c.a(1)})",
     "transpose": lambda c: f"fd.ops.permute({c.a(0)}, {c.a(1, inline=True)})",
     "squeeze": lambda c: f"fd.ops.squeeze({c.a(0)}, {c.a(1, inline=True)})",
-    "slice": lambda c: f"fd.ops.slice({c.a(0)}, {c.a(1)}, {c.a(2)}, {c.a(3)})",
+    "slice": _slice,
     "cat": lambda c: f"fd.ops.cat({c.a(0)}, {c.a(1, inline=True)})",
     "sum": _reduction("sum"),
     "amax": _reduction("max"),

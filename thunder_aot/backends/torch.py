@@ -181,6 +181,7 @@ class TorchRegionView:
 class TorchBackend(Backend):
     name = "torch"
     prims = frozenset(TORCH_PRIMS)
+    slices_region_inputs = True
 
     def region_view(
         self, region: Region, dims: tuple[DimRange, ...] = (), known_sizes: tuple[dict[str, int], ...] = ()

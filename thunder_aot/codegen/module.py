@@ -109,6 +109,9 @@ class ModuleView:
     checked_device: tuple[Line, ...]  # on the checked path: the same
     programs: tuple[ProgramView, ...]
     state_rows: tuple[str, ...]  # GeneratedModule.STATE rows
+    merged_rows: tuple[str, ...]  # GeneratedModule.MERGED rows
+    #: on the fast path, after the guard: each merged projection's members still views of it
+    fast_tests: tuple[str, ...]
     settings: tuple[tuple[str, str], ...]  # (repr of the setting's path, repr of the exported value)
     warmup: tuple[WarmupEntry, ...]
     fallback: bool
@@ -254,6 +257,48 @@ def _checks(program: Program, backend: Backend, user_inputs: list[ProgramInput],
     return checks
 
 
+def _member_offsets(program: Program) -> list[tuple[ProgramInput, list[tuple[ProgramInput, int]]]]:
+    """Per merged projection: its input, and each member's input with its byte offset in it."""
+    import torch
+
+    by_key = {p.source_name: p for p in program.inputs}
+    specs = {v.name: v.spec for v in program.programs[0].inputs}
+    rows = []
+    for m in program.merged:
+        merged = by_key[m.key]
+        spec = specs[merged.name]
+        itemsize = torch.empty((), dtype=getattr(torch, spec.dtype)).element_size()
+        members, at = [], 0
+        for key in m.members:
+            p = by_key[key]
+            members.append((p, at))
+            shape = specs[p.name].shape
+            count = 1
+            for d in shape:
+                count *= int(d)
+            at += count * itemsize
+        rows.append((merged, members))
+    return rows
+
+
+def _merged_checks(program: Program) -> list[Check]:
+    """Each member parameter of a merged projection still lies where the merged tensor holds it."""
+    checks = []
+    for merged, members in _member_offsets(program):
+        for p, at in members:
+            where = f"{merged.name}.data_ptr()" + (f" + {at}" if at else "")
+            checks.append(Check(f"{p.name}.data_ptr() != {where}",
+                                f'unmerged(_OWNER, "{p.source_name}", "{merged.source_name}")'))
+    return checks
+
+
+def _fast_tests(program: Program) -> tuple[str, ...]:
+    tests = []
+    for merged, members in _member_offsets(program):
+        tests += [f"{p.name}.data_ptr() == {merged.name}.data_ptr()" + (f" + {at}" if at else "") for p, at in members]
+    return tuple(tests)
+
+
 def module_view(program: Program, backend: Backend, command: str, versions: dict[str, str], checks: bool = True) -> ModuleView:
     """Everything the module template needs. ``checks=False`` (``--unchecked``) leaves out the
     per-call input, parameter and autograd checks; the bucket dispatch stays."""
@@ -308,14 +353,17 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
         f'("{p.source_name}", "{p.kind}", {tuple(int(d) for d in spec_of[p.name].shape)!r}, '
         f"torch.{spec_of[p.name].dtype}, {p.persistent})"
         for p in state_inputs
+        if p.kind != "merged"
     )
+    merged_rows = tuple(f"({m.key!r}, {tuple(m.members)!r})" for m in program.merged)
     docstring = (
         f"{program.class_name} from {program.source}, exported by thunder-aot ({backend.name} backend).\n\n"
         "Imports torch" + (", the backend library" if backend.imports and runs_kernels else "")
         + " and thunder_aot.runtime; Thunder is not imported."
         + ("" if checks else f"\n\n{UNCHECKED_NOTE}.")
     )
-    module_checks = _checks(program, backend, user_inputs, kernel_inputs, kernels_run) if checks else []
+    module_checks = (_checks(program, backend, user_inputs, kernel_inputs, kernels_run) + _merged_checks(program)
+                     if checks else [])
     dispatch_doc = (
         "The checked path: every check of the arguments, then the program of the first bucket the\n"
         "    inputs' shapes and dtypes match; records a guard of these tensors for their shape."
@@ -353,6 +401,8 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
         checked_device=(Line(f"_device = eager_device({first})"),) if device_per_call else (),
         programs=tuple(programs),
         state_rows=state_rows,
+        merged_rows=merged_rows,
+        fast_tests=_fast_tests(program) if kernels_run else (),
         settings=tuple((repr(path), repr(value)) for path, value in program.attributes),
         warmup=tuple(_warmup_entry(bucket) for bucket, _ in program.dispatch),
         fallback=program.fallback,

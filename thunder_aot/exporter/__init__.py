@@ -40,6 +40,9 @@ class ExportRequest:
     #: compare the generated module with its source before returning it (off: --no-verify, which
     #: the header records)
     verify: bool = True
+    #: one matmul for linear layers that read one input (q/k/v, gate/up), where the backend's
+    #: kernels can slice their parts (off: --no-merge-projections, which the header records)
+    merge_projections: bool = True
     #: the module itself where it was given as an object (Python API), not found by ``source``
     instance: torch.nn.Module | None = dataclasses.field(default=None, compare=False, repr=False)
 
@@ -57,6 +60,8 @@ class ExportRequest:
             parts.append("--unchecked")
         if not self.verify:
             parts.append("--no-verify")
+        if not self.merge_projections:
+            parts.append("--no-merge-projections")
         if self.out is not None:
             parts += ["--out", Path(self.out).as_posix()]
         return shlex.join(parts)
@@ -393,6 +398,13 @@ def build_program(request: ExportRequest, progress: Progress) -> tuple[Program, 
     programs, dispatch = share_programs([traced[i] for i in order])
     _refuse_shadowing_dims(programs)
     program_inputs = [_with_persistence(p, module) for p in program_inputs]
+    merged = ()
+    if request.merge_projections and backend.slices_region_inputs:
+        from thunder_aot.exporter.merge import merge_projections
+
+        programs, program_inputs, merged = merge_projections(programs, program_inputs)
+        for m in merged:
+            progress(f"merged projections: {', '.join(m.members)} -> one matmul on {m.key}")
     program = Program(
         source=request.source,
         class_name=type(module).__name__,
@@ -402,6 +414,7 @@ def build_program(request: ExportRequest, progress: Progress) -> tuple[Program, 
         returns_tuple=returns_tuple,
         fallback=request.fallback,
         attributes=tuple(sorted(attributes.items())),
+        merged=merged,
     )
     return program, module, backend
 

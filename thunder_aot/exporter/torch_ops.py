@@ -28,6 +28,8 @@ from thunder.core import prims, utils
 from thunder.core.proxies import TensorProxy
 from thunder.extend import OperatorExecutor
 
+from thunder_aot.verify.judge import grouped_mm_by_group
+
 
 def _sdpa_meta(
     query: TensorProxy,
@@ -113,8 +115,6 @@ def _grouped_mm_cpu_safe(mat_a, mat_b, offs=None, bias=None, out_dtype=None):
     development machine); the values computed while tracing are not the generated module's."""
     if mat_a.device.type != "cpu" or (out_dtype is not None and out_dtype != mat_a.dtype):
         return TORCH_GROUPED_MM(mat_a, mat_b, offs=offs, bias=bias, out_dtype=out_dtype)
-    from thunder_aot.verify.judge import grouped_mm_by_group
-
     wide = torch.float32 if mat_a.dtype in (torch.bfloat16, torch.float16) else mat_a.dtype
     out = grouped_mm_by_group(mat_a.to(wide), mat_b.to(wide), offs, None if bias is None else bias.to(wide))
     return out.to(mat_a.dtype)

@@ -21,8 +21,9 @@ from collections.abc import Callable, Iterable
 import torch
 
 #: the interface version generated modules are written against (2: runtime.nvfuser.frontend, the
-#: version-checked fast paths of runtime.versions)
-RUNTIME_VERSION = 2
+#: version-checked fast paths of runtime.versions; 3: merged projections, GeneratedModule.MERGED
+#: and ``unmerged``)
+RUNTIME_VERSION = 3
 
 __all__ = [
     "RUNTIME_VERSION",
@@ -42,6 +43,7 @@ __all__ = [
     "no_bucket",
     "record_guard",
     "require",
+    "unmerged",
 ]
 
 
@@ -94,6 +96,14 @@ def bad_state(owner: str, path: str, t: torch.Tensor, expected: str, device: tor
     return ValueError(
         f"{owner} (thunder-aot): {path} must be {expected} ({device}); got a {got}"
         " (was the module converted after export? re-export for other dtypes)"
+    )
+
+
+def unmerged(owner: str, member: str, merged: str) -> ValueError:
+    return ValueError(
+        f"{owner} (thunder-aot): {member} is no longer a view of {merged}, the merged projection weight its "
+        "matmul reads (was the parameter replaced or its .data assigned after the module was built?); call "
+        "merge_projections() on the module after replacing weights"
     )
 
 
@@ -184,6 +194,25 @@ def adopt_state(wrapper: torch.nn.Module, module: torch.nn.Module) -> None:
         wrapper.register_buffer(name, buffer, persistent=name not in module._non_persistent_buffers_set)
 
 
+def _adjacent(tensors: list[torch.Tensor]) -> torch.Tensor | None:
+    """The tensor of ``tensors`` stacked along dim 0 where they already lie so in one storage (one
+    after the other, each contiguous), sharing that memory; else None."""
+    first = tensors[0]
+    if first.device.type == "meta":
+        return None
+    storage, offset = first.untyped_storage(), first.storage_offset()
+    for t in tensors:
+        if (not t.is_contiguous() or t.untyped_storage().data_ptr() != storage.data_ptr()
+                or t.storage_offset() != offset):
+            return None
+        offset += t.numel()
+    shape = (sum(t.shape[0] for t in tensors), *first.shape[1:])
+    merged = torch.empty(0, dtype=first.dtype, device=first.device)
+    with torch.no_grad():
+        merged.set_(storage, first.storage_offset(), shape, torch.empty(shape, device="meta").stride())
+    return merged
+
+
 class GeneratedModule(torch.nn.Module):
     """Base of every generated ``nn.Module``: what they share, driven by their class tables.
 
@@ -193,13 +222,17 @@ class GeneratedModule(torch.nn.Module):
     - ``WARMUP``: per bucket, its dynamic dims' ranges and a function of those dims giving its
       inputs' ``(shape, dtype)``;
     - ``FALLBACK``: whether a module built by ``from_module`` runs the source module's forward
-      for inputs outside every bucket.
+      for inputs outside every bucket;
+    - ``MERGED``: per merged projection, ``(buffer key, member parameter keys)``: the members
+      concatenated along dim 0 into a non-persistent buffer that one matmul reads, each member
+      kept as a view of it (:meth:`merge_projections`).
     """
 
     STATE: tuple[tuple[str, str, tuple[int, ...], torch.dtype, bool], ...] = ()
     EXPORTED_SETTINGS: dict[str, object] = {}
     WARMUP: tuple[tuple[dict[str, tuple[int, int]], Callable[..., list]], ...] = ()
     FALLBACK = False
+    MERGED: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def __init__(self, *, device: torch.device | str | None = None) -> None:
         """Uninitialised parameters and buffers with the source's names (fill them with
@@ -207,6 +240,59 @@ class GeneratedModule(torch.nn.Module):
         super().__init__()
         for key, kind, shape, dtype, persistent in self.STATE:
             self._place(key, kind, torch.empty(shape, dtype=dtype, device=device), persistent)
+        if self.MERGED:
+            self.merge_projections()
+            # load_state_dict(assign=True) replaces the parameters: merge the new ones
+            self.register_load_state_dict_post_hook(lambda module, incompatible: module._remerge())
+
+    def merge_projections(self) -> None:
+        """Concatenate each ``MERGED`` group's parameters into its buffer and make every parameter a
+        view of it (``param.data``: the same Parameter objects, now sharing one tensor; a source
+        module that holds them sees the same). Built modules call it themselves (``from_module``,
+        ``to()``, ``load_state_dict(assign=True)``); call it after replacing a member parameter."""
+        for key, members in self.MERGED:
+            tensors = [self.get_parameter(k) for k in members]
+            first = tensors[0]
+            for k, t in zip(members, tensors):
+                if t.dtype != first.dtype or t.device != first.device or t.shape[1:] != first.shape[1:]:
+                    raise ValueError(
+                        f"{type(self).__name__} (thunder-aot): {k} ({_describe(t)} on {t.device}) cannot be merged with "
+                        f"{members[0]} ({_describe(first)} on {first.device}): expected one dtype, device and row size"
+                    )
+            merged = _adjacent(tensors)
+            if merged is None:  # else already one tensor's consecutive rows (merged by another module)
+                with torch.no_grad():
+                    merged = torch.cat([t.detach() for t in tensors], dim=0)
+                start = 0
+                for t in tensors:
+                    t.data = merged[start : start + t.shape[0]]
+                    start += t.shape[0]
+            self._place(key, "buffer", merged, False)
+
+    def _merged_intact(self) -> bool:
+        for key, members in self.MERGED:
+            merged = self.get_buffer(key)
+            start = merged.data_ptr()
+            for k in members:
+                t = self.get_parameter(k)
+                if t.data_ptr() != start or t.dtype != merged.dtype or t.device != merged.device:
+                    return False
+                start += t.numel() * t.element_size()
+        return True
+
+    def _remerge(self) -> None:
+        if self.MERGED and not self._merged_intact():
+            self.merge_projections()
+
+    def _apply(self, fn, recurse=True):
+        # to(), cuda(), half(), to_empty(): convert the members, not the merged copy, then re-merge
+        for key, _ in self.MERGED:
+            *path, leaf = key.split(".")
+            self.get_submodule(".".join(path))._buffers.pop(leaf, None)
+        result = super()._apply(fn, recurse)
+        if self.MERGED:
+            self.merge_projections()
+        return result
 
     def _place(self, key: str, kind: str, tensor: torch.Tensor, persistent: bool) -> None:
         owner: torch.nn.Module = self
@@ -240,6 +326,8 @@ class GeneratedModule(torch.nn.Module):
                     f"{str(dtype).removeprefix('torch.')}; the source has {_describe(tensor)}"
                 )
             module._place(key, kind, tensor, persistent)
+        if cls.MERGED:
+            module.merge_projections()
         if cls.FALLBACK:
             module.__dict__["_fallback_source"] = source  # not a submodule: state_dict stays the source's
         return module

@@ -55,7 +55,11 @@ def grouped_mm_by_group(mat_a, mat_b, offs=None, bias=None, out_dtype=None):
     return out
 
 
-_GROUPED_MMS = {f for f in (getattr(torch, "_grouped_mm", None), getattr(torch.nn.functional, "grouped_mm", None)) if f}
+#: torch's grouped matmuls, read off torch's C bindings: export's tracing replaces ``torch._grouped_mm``
+#: for a while (exporter.torch_ops.cpu_safe_grouped_mm), and this module may be imported then
+_GROUPED_MMS = {
+    f for f in (getattr(torch._C._VariableFunctions, "_grouped_mm", None), getattr(torch.nn.functional, "grouped_mm", None)) if f
+}
 
 
 #: the selections whose picks a float64 reference replays (routers of mixture-of-experts layers)

@@ -36,6 +36,9 @@ class TritonBackend(Backend):
     input_requirement_text = "a contiguous CUDA tensor"
     supports_autograd = False
     device_per_call = True
+    # its kernels load a slice of an input's rows at an offset; a region whose slice they cannot
+    # lower runs as its source's torch calls (with a view of the part)
+    slices_region_inputs = True
 
     def __init__(self) -> None:
         self.torch = TorchBackend()
