@@ -126,3 +126,28 @@ def test_no_merge_projections_keeps_one_matmul_per_layer(tmp_path):
     gen, text = _export(GATED, "[1..16]x256:fp32", tmp_path, merge_projections=False)
     assert _class(gen).MERGED == () and text.count("torch.nn.functional.linear(") == 3
     assert "--no-merge-projections" in text.splitlines()[1], "the header's command regenerates it so"
+
+
+class _SharedWeight(torch.nn.Module):
+    """``a``'s weight also projects another input: only the calls on ``x`` are merged; the call on
+    ``y`` reads ``a.weight``'s view."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = torch.nn.Linear(32, 32, bias=False)
+        self.b = torch.nn.Linear(32, 16, bias=False)
+
+    def forward(self, x, y):
+        return torch.cat([torch.relu(self.a(x)), self.b(x)], -1).sum(-1) + self.a(y).sum(-1)
+
+
+def test_a_member_weight_read_elsewhere_keeps_its_other_calls(tmp_path):
+    torch.manual_seed(5)
+    source = _SharedWeight()
+    gen, text = _export(source, "[S=1..8]x32, [S]x32", tmp_path)
+    assert _class(gen).MERGED == (("merged_a_b_weight", ("a.weight", "b.weight")),)
+    assert text.count("torch.nn.functional.linear(") == 2
+    aot = _class(gen).from_module(source)
+    x, y = _inputs((3, 32), (3, 32), seed=6)
+    with torch.no_grad():
+        check_outputs(source, [x, y], aot(x, y), "S=3")

@@ -34,6 +34,12 @@ class _Group:
     weights: tuple[str, ...]
     biases: tuple[str, ...] | None  # None: no call has a bias
 
+    def has(self, parts: tuple[str, str, str | None] | None) -> bool:
+        """Whether a linear call's ``(input, weight, bias)`` is one of the group's calls."""
+        if parts is None or parts[1] not in self.weights:
+            return False
+        return parts[2] == (None if self.biases is None else self.biases[self.weights.index(parts[1])])
+
 
 def _linear_parts(step: Step, parameters: set[str]) -> tuple[str, str, str | None] | None:
     """``(input, weight, bias or None)`` of a linear call on parameters, else None."""
@@ -72,6 +78,15 @@ def _groups(program: BucketProgram, parameters: set[str]) -> list[_Group]:
         biases = tuple(b for _, b in calls)
         groups.append(_Group(weights, biases if biases[0] is not None else None))
     return groups
+
+
+def _input_of(program: BucketProgram, group: _Group, parameters: set[str]) -> str:
+    """The tensor the group's linear calls read (the input of its first weight's call)."""
+    for step in program.steps:
+        parts = _linear_parts(step, parameters)
+        if group.has(parts):
+            return parts[0]
+    raise AssertionError("the group's calls are not in the program")
 
 
 def _merged_key(keys: tuple[str, ...], taken: set[str]) -> str:
@@ -140,15 +155,19 @@ def _narrow_call(out: Value, merged: Value, start: int, source) -> TorchCall:
     return TorchCall("torch.narrow", (out,), (Ref(merged.name), Const(-1), Const(start), Const(out.spec.shape[-1])), source=source)
 
 
-def _rewrite(program: BucketProgram, group: _Group, weight: Value, bias: Value | None) -> BucketProgram:
-    """One program with ``group``'s linear calls replaced by one call on the merged tensors."""
-    members = set(group.weights)
-    calls = [(i, s) for i, s in enumerate(program.steps) if isinstance(s, TorchCall) and s.target == LINEAR
-             and len(s.args) > 1 and isinstance(s.args[1], Ref) and s.args[1].name in members]
+def _rewrite(program: BucketProgram, group: _Group, weight: Value, bias: Value | None, parameters: set[str]) -> BucketProgram:
+    """One program with ``group``'s linear calls replaced by one call on the merged tensors (a member
+    weight's calls on other inputs stay as they are, reading the member's view)."""
+    x = _input_of(program, group, parameters)
+    calls = []
+    for i, s in enumerate(program.steps):
+        parts = _linear_parts(s, parameters)
+        if group.has(parts) and parts[0] == x:
+            calls.append((i, s))
     first_index, first = calls[0]
     parts: list[tuple[Value, int]] = []  # each call's output and where it starts in the merged output
     start = 0
-    for _, call in calls:
+    for _, call in sorted(calls, key=lambda c: group.weights.index(c[1].args[1].name)):  # the buffer's order
         out = call.outputs[0]
         parts.append((out, start))
         start += out.spec.shape[-1]
@@ -230,7 +249,7 @@ def merge_projections(
             new_inputs.append(ProgramInput(name, "merged", key, persistent=False))
             values.append(Value(name, TensorSpec(shape, specs[members[0]].dtype)))
         programs = [
-            _rewrite(bp, group, values[0], values[1]) if group in groups else bp
+            _rewrite(bp, group, values[0], values[1], parameters) if group in groups else bp
             for bp, groups in zip(programs, per_program)
         ]
         # programs without this group still take the merged tensors as arguments (one signature)
