@@ -19,6 +19,7 @@ from thunder_aot.runtime import (
     GLOBAL_FORWARD_PRE_HOOKS,
     GeneratedModule,
     NoBucketError,
+    UnmergedError,
     bad_input,
     dynamo_compiling,
     is_grad_enabled,
@@ -213,6 +214,8 @@ class GatedMLP(GeneratedModule):
             )
         except NoBucketError as error:
             return self._outside_buckets(error, x)
+        except UnmergedError:
+            return self._merged_again(x)
 
     def forward(self, x):
         try:
@@ -225,3 +228,5 @@ class GatedMLP(GeneratedModule):
             )
         except NoBucketError as error:
             return self._outside_buckets(error, x)
+        except UnmergedError:
+            return self._merged_again(x)

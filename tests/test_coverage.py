@@ -42,29 +42,39 @@ def test_torch_backend_numerics(source, shapes):
 
 
 def test_export_reports_what_stays_unfused():
-    messages: list[str] = []
-    export(ExportRequest("thunder_aot.examples.blocks:gated_mlp", ("[1..8]x256",), backend="torch"), verify=False, progress=messages.append)
-    assert "not fused (run as torch calls): torch.nn.functional.linear x3" in messages
+    for merge, calls in ((False, 3), (True, 2)):
+        messages: list[str] = []
+        export(ExportRequest("thunder_aot.examples.blocks:gated_mlp", ("[1..8]x256",), backend="torch", merge_projections=merge),
+               verify=False, progress=messages.append)
+        assert f"not fused (run as torch calls): torch.nn.functional.linear x{calls}" in messages
+    assert "merged projections: gate_proj.weight, up_proj.weight -> one matmul on merged_gate_proj_up_proj_weight" in messages
 
 
-def _step_kinds(source: str, shapes: str) -> list[list[str]]:
+def _step_kinds(source: str, shapes: str, merge: bool = True) -> list[list[str]]:
     """Per bucket program, its steps in order: a torch call's target, or "region"."""
-    program, _, _ = build_program(ExportRequest(source, (shapes,), backend="torch"), progress=lambda m: None)
+    request = ExportRequest(source, (shapes,), backend="torch", merge_projections=merge)
+    program, _, _ = build_program(request, progress=lambda m: None)
     return [["region" if isinstance(s, Region) else s.target for s in bucket.steps] for bucket in program.programs]
 
 
 def test_pointwise_work_on_both_sides_of_a_linear_is_one_region():
     """``silu(gate(x)) * up(x)``: Thunder's partitioner leaves silu and the product in two regions
-    (the up projection stands between them); the exporter merges the earlier into the later."""
-    for steps in _step_kinds("thunder_aot.examples.blocks:gated_mlp", "[1..8]x256"):
+    (the up projection stands between them); the exporter merges the earlier into the later. With
+    the projections merged, the region slices both from the one matmul."""
+    for steps in _step_kinds("thunder_aot.examples.blocks:gated_mlp", "[1..8]x256", merge=False):
         assert steps == ["torch.nn.functional.linear"] * 2 + ["region", "torch.nn.functional.linear"], steps
+    for steps in _step_kinds("thunder_aot.examples.blocks:gated_mlp", "[1..8]x256"):
+        assert steps == ["torch.nn.functional.linear", "region", "torch.nn.functional.linear"], steps
 
 
 def test_views_of_a_projection_join_the_rotary_region_that_reads_them():
     """``q_proj(x).view(...).transpose(1, 2)`` feeding a rotary region: the views become part of the
-    region (index arithmetic in a kernel) instead of torch views a kernel would first copy."""
-    for steps in _step_kinds("thunder_aot.examples.hf:llama_decoder_layer", "1x[S=1..64]x256, 1x[S]x64, 1x[S]x64"):
-        attention = steps.index("torch.nn.functional.scaled_dot_product_attention")
-        assert steps[:attention] == ["region", *["torch.nn.functional.linear"] * 3, "region"], steps
-        mlp = steps[attention:]
-        assert mlp.count("region") == 3, steps  # residual add + norm, silu * up, residual add
+    region (index arithmetic in a kernel) instead of torch views a kernel would first copy; merged,
+    q/k/v are one matmul whose parts the region slices."""
+    for merge, projections in ((False, 3), (True, 1)):
+        for steps in _step_kinds("thunder_aot.examples.hf:llama_decoder_layer", "1x[S=1..64]x256, 1x[S]x64, 1x[S]x64", merge):
+            attention = steps.index("torch.nn.functional.scaled_dot_product_attention")
+            assert steps[:attention] == ["region", *["torch.nn.functional.linear"] * projections, "region"], steps
+            mlp = steps[attention:]
+            assert mlp.count("region") == 3, steps  # residual add + norm, silu * up, residual add
+            assert mlp.count("torch.nn.functional.linear") == (3 if not merge else 2), steps

@@ -74,9 +74,10 @@ def test_what_cannot_be_merged_stays_apart(tmp_path):
         check_outputs(source, [x, y], aot(x, y), "S=6")
 
 
-def test_replaced_weights_are_merged_again_or_named(tmp_path):
-    """load_state_dict (copying or assigning), .to(): still right; a parameter replaced by hand: a
-    one-line error naming it, until merge_projections()."""
+def test_replaced_weights_are_merged_again(tmp_path):
+    """load_state_dict (copying or assigning), .to() of the module or of its source (as a model's
+    .to() after replace converts the layers it holds), a parameter replaced by hand: the module's
+    next call computes with the current weights; the module-level forward() names the parameter."""
     from thunder_aot.examples.blocks import gated_mlp
 
     torch.manual_seed(2)
@@ -98,12 +99,18 @@ def test_replaced_weights_are_merged_again_or_named(tmp_path):
         moved = fresh.to(torch.float64).to(torch.float32)  # converts the members, merges again
         check_outputs(other, [x], moved(x), "after .to()")
         aot.up_proj.weight = torch.nn.Parameter(torch.randn(512, 256))
+        state = [aot.get_parameter(k) for k, *_ in cls.STATE] + [aot.get_buffer("merged_gate_proj_up_proj_weight")]
         with pytest.raises(ValueError, match=r"up_proj.weight is no longer a view of merged_gate_proj_up_proj_weight.*merge_projections\(\)"):
-            aot(x)
-        aot.merge_projections()
+            gen.forward(x, *state)
         want = copy.deepcopy(other)
         want.up_proj.weight.copy_(aot.up_proj.weight)
-        check_outputs(want, [x], aot(x), "after a replaced parameter, merged again")
+        check_outputs(want, [x], aot(x), "after a replaced parameter")
+        # the source converted on its own (the generated module outside its module tree)
+        built = cls.from_module(other)
+        other.to(torch.float64).to(torch.float32)
+        assert not built._merged_intact()
+        check_outputs(other, [x], built(x), "after the source's .to()")
+        assert built._merged_intact()
 
 
 def test_two_modules_built_from_one_source_share_its_merged_weights(tmp_path):

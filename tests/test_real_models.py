@@ -163,7 +163,11 @@ def test_whole_decoder_layers_replaced_in_a_transformers_model():
     adapters = [model.model.layers[0], model.model.layers[1]]
     assert all(isinstance(a, LayerAdapter) for a in adapters)
     after = model.state_dict()
-    assert list(after) == list(state) and all(after[k] is state[k] or after[k].data_ptr() == state[k].data_ptr() for k in state)
+    assert list(after) == list(state) and all(torch.equal(after[k], state[k]) for k in state)
+    # no weight held twice: the layers' merged projections are the model's own q/k/v weights
+    for i, adapter in enumerate(adapters):
+        merged = adapter.generated.get_buffer("layer.self_attn.merged_q_proj_k_proj_v_proj_weight")
+        assert model.get_parameter(f"model.layers.{i}.self_attn.k_proj.weight").untyped_storage().data_ptr() == merged.data_ptr()
     generator = torch.Generator().manual_seed(torch.seed() >> 1)
     with torch.no_grad():
         for tokens in (1, 9, 64, 65):

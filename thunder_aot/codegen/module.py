@@ -42,6 +42,8 @@ FAST_PATH_NAMES = ("dynamo_compiling", "is_grad_enabled", "record_guard")
 def _runtime_import(checks: list[Check], fast_path: bool) -> str:
     names = set(RUNTIME_NAMES) | (set(FAST_PATH_NAMES) if fast_path else set())
     names |= {c.error.partition("(")[0] for c in checks}
+    if "unmerged" in names:
+        names.add("UnmergedError")
     return f"from thunder_aot.runtime import {', '.join(sorted(names))}"
 
 

@@ -44,6 +44,7 @@ __all__ = [
     "record_guard",
     "require",
     "unmerged",
+    "UnmergedError",
 ]
 
 
@@ -99,11 +100,15 @@ def bad_state(owner: str, path: str, t: torch.Tensor, expected: str, device: tor
     )
 
 
-def unmerged(owner: str, member: str, merged: str) -> ValueError:
-    return ValueError(
+class UnmergedError(ValueError):
+    """A member parameter of a merged projection no longer lies in the merged tensor."""
+
+
+def unmerged(owner: str, member: str, merged: str) -> UnmergedError:
+    return UnmergedError(
         f"{owner} (thunder-aot): {member} is no longer a view of {merged}, the merged projection weight its "
-        "matmul reads (was the parameter replaced or its .data assigned after the module was built?); call "
-        "merge_projections() on the module after replacing weights"
+        "matmul reads (the parameter was replaced, converted or its .data assigned); the module's own calls "
+        "merge again, a caller of the module-level forward() calls merge_projections() on the module"
     )
 
 
@@ -279,6 +284,13 @@ class GeneratedModule(torch.nn.Module):
                     return False
                 start += t.numel() * t.element_size()
         return True
+
+    def _merged_again(self, *inputs):
+        """A call whose checks found a member parameter outside its merged tensor (replaced,
+        converted with the module holding it, e.g. a model's ``.to()`` after ``replace``): merge
+        the current parameters, then call again."""
+        self.merge_projections()
+        return self.forward(*inputs)
 
     def _remerge(self) -> None:
         if self.MERGED and not self._merged_intact():
