@@ -34,6 +34,8 @@
 #   models8: the GPT-OSS Triton model GPU tests and the nvFuser kernel store, then the GPT-OSS-shaped
 #          causal LM benched at S = 1, 16 (after the fixes of s13_models6b)
 #   models9: the Llama causal LM at S = 1, 16 with merged projections, against reduce-overhead
+#   models10: models9's Llama bench, then the GPT-OSS layer-stack graph test and the nvFuser kernel store
+#          one by one (-x: the failure's summary before the step's limit)
 #   final: after a Triton change: the Triton GPU tests (also cuda:1, models), the Triton hot-path layers,
 #          then rmsnorm and softmax benched
 set -u
@@ -118,6 +120,12 @@ elif [ "${1:-full}" = models8 ]; then
 elif [ "${1:-full}" = models9 ]; then
   step 320 llama1b_merged env PYTHONUNBUFFERED=1 python3 -m thunder_aot bench thunder_aot.examples.hf:llama_1b_causal_lm --model \
       --backends triton --sizes 1,16 --rounds 2 --min-run-time 0.05 --skip 'torch.compile,torch.compile(layers)' --out "$W/llama1b_merged"
+elif [ "${1:-full}" = models10 ]; then
+  step 300 llama1b_merged env PYTHONUNBUFFERED=1 python3 -m thunder_aot bench thunder_aot.examples.hf:llama_1b_causal_lm --model \
+      --backends triton --sizes 1,16 --rounds 2 --min-run-time 0.05 --skip 'torch.compile,torch.compile(layers)' --out "$W/llama1b_merged"
+  step 100 gpt_oss_stack_test python3 -m pytest -m gpu tests/test_gpu_models.py -x -p no:cacheprovider -rs --tb=short \
+      -k "gpt_oss_mask_layer_stack and triton"
+  step 80 kernel_store_test python3 -m pytest -m gpu tests/test_gpu.py -x -p no:cacheprovider -rs --tb=short -s -k kernels_are_reused
 elif [ "${1:-full}" = final ]; then
   step 150 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads or second_gpu"
   step 70 overhead_triton python3 tools/overhead.py --backends triton --rounds 3 --out "$W/overhead_triton.md"
