@@ -36,13 +36,17 @@ def write_markdown(report: Report, path: Path) -> None:
                 cells.append(f"{ma.us_per_call / mb.us_per_call:.2f}" if ma and mb else "")
             lines.append(f"| {point} | " + " | ".join(cells) + " |")
     device_rows = [m for m in report.measurements if m.device_us is not None]
-    if device_rows:
+    if device_rows and not any(m.gb_per_s for m in device_rows):  # no byte count (a whole model)
+        lines += ["", "Device time per call (CUDA events, back-to-back calls):", "",
+                  "| shape | system | device µs |", "|---|---|---|"]
+        lines += [f"| {m.point} | {m.system} | {m.device_us:.2f} |" for m in device_rows]
+    elif device_rows:
         lines += ["", f"Device time per call (CUDA events, back-to-back calls) and achieved bandwidth; "
                   f"a device-to-device copy moves {report.copy_gb_per_s:.0f} GB/s:", "",
                   "| shape | system | device µs | GB/s | % of copy |", "|---|---|---|---|---|"]
         for m in device_rows:
             share = f"{100 * m.gb_per_s / report.copy_gb_per_s:.0f}%" if m.gb_per_s and report.copy_gb_per_s else ""
-            lines.append(f"| {m.point} | {m.system} | {m.device_us:.2f} | {m.gb_per_s or 0:.0f} | {share} |")
+            lines.append(f"| {m.point} | {m.system} | {m.device_us:.2f} | {f'{m.gb_per_s:.0f}' if m.gb_per_s else ''} | {share} |")
     if report.skipped:
         lines += ["", "Skipped:", ""] + [f"- {s}: {why}" for s, why in sorted(report.skipped.items())]
     path.write_text("\n".join(lines) + "\n")
