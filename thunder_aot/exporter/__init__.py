@@ -398,6 +398,9 @@ def build_program(request: ExportRequest, progress: Progress) -> tuple[Program, 
     programs, dispatch = share_programs([traced[i] for i in order])
     _refuse_shadowing_dims(programs)
     program_inputs = [_with_persistence(p, module) for p in program_inputs]
+    from thunder_aot.exporter.writeback import drop_unobserved_write_backs
+
+    programs = [drop_unobserved_write_backs(bp) for bp in programs]
     merged = ()
     if request.merge_projections and backend.slices_region_inputs:
         from thunder_aot.exporter.merge import merge_projections
