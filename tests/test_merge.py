@@ -113,6 +113,24 @@ def test_replaced_weights_are_merged_again(tmp_path):
         assert built._merged_intact()
 
 
+def test_a_merged_module_pickles_and_its_copy_is_merged(tmp_path):
+    import pickle
+    import sys
+
+    from thunder_aot.examples.blocks import gated_mlp
+
+    torch.manual_seed(6)
+    source = gated_mlp()
+    gen, _ = _export(GATED, "[1..16]x256:fp32", tmp_path)
+    sys.modules[gen.__name__] = gen  # pickle finds the class by its module's name
+    aot = _class(gen).from_module(source)
+    again = pickle.loads(pickle.dumps(aot))  # pickle copies views apart: the first call merges again
+    (x,) = _inputs((4, 256), seed=7)
+    with torch.no_grad():
+        check_outputs(source, [x], again(x), "unpickled")
+    assert again._merged_intact(), "the copy's parameters are views of its own merged tensor"
+
+
 def test_two_modules_built_from_one_source_share_its_merged_weights(tmp_path):
     from thunder_aot.examples.blocks import gated_mlp
 

@@ -199,6 +199,12 @@ def adopt_state(wrapper: torch.nn.Module, module: torch.nn.Module) -> None:
         wrapper.register_buffer(name, buffer, persistent=name not in module._non_persistent_buffers_set)
 
 
+def _remerge_after_load(module: "GeneratedModule", incompatible) -> None:
+    """load_state_dict's post hook of modules with merged projections (a module-level function: a
+    module holding it still pickles)."""
+    module._remerge()
+
+
 def _adjacent(tensors: list[torch.Tensor]) -> torch.Tensor | None:
     """The tensor of ``tensors`` stacked along dim 0 where they already lie so in one storage (one
     after the other, each contiguous), sharing that memory; else None."""
@@ -248,7 +254,7 @@ class GeneratedModule(torch.nn.Module):
         if self.MERGED:
             self.merge_projections()
             # load_state_dict(assign=True) replaces the parameters: merge the new ones
-            self.register_load_state_dict_post_hook(lambda module, incompatible: module._remerge())
+            self.register_load_state_dict_post_hook(_remerge_after_load)
 
     def merge_projections(self) -> None:
         """Concatenate each ``MERGED`` group's parameters into its buffer and make every parameter a
