@@ -168,6 +168,27 @@ class TorchCall:
 Step = Union[Region, TorchCall]
 
 
+#: prims whose output may share its input's memory (a view of it, as torch ops render them and as
+#: nvFuser may return them)
+VIEW_PRIMS = frozenset({"broadcast_in_dim", "reshape", "squeeze", "slice", "shallow_copy", "transpose"})
+
+
+def arg_refs(arg: Arg) -> list[str]:
+    """The names of the tensors an argument refers to (itself, or the items of a sequence)."""
+    if isinstance(arg, Ref):
+        return [arg.name]
+    if isinstance(arg, Seq):
+        return [n for a in arg.items for n in arg_refs(a)]
+    return []
+
+
+def step_reads(step: Step) -> list[str]:
+    """The names of the tensors a step reads: a region's inputs, a call's tensor arguments."""
+    if isinstance(step, Region):
+        return [v.name for v in step.inputs]
+    return [n for a in step.args for n in arg_refs(a)] + [n for _, v in step.kwargs for n in arg_refs(v)]
+
+
 @dataclass(frozen=True)
 class ProgramInput:
     """A tensor argument of the traced computation: a user input or a module parameter/buffer."""

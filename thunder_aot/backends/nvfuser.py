@@ -13,7 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from thunder_aot.backends.base import Backend, Line, assign_text, region_dims, render_const, render_dim, source_comments
-from thunder_aot.model import Arg, Const, DeviceArg, DimRange, DType, PrimOp, Ref, Region, Seq, SizeArg, SymDim, Value
+from thunder_aot.model import (
+    VIEW_PRIMS, Arg, Const, DeviceArg, DimRange, DType, PrimOp, Ref, Region, Seq, SizeArg, SymDim, Value,
+)
 
 #: torch dtype name -> nvFuser DataType member
 NV_DTYPES = {
@@ -167,9 +169,8 @@ NV_PRIMS: dict[str, Callable[[NvOp], str]] = {
 }
 
 
-#: prims whose output nvFuser may return as a view of another tensor's memory (permuted, expanded,
-#: sliced), and prims after which it may lay out every output in a permuted order
-VIEW_PRIMS = frozenset({"broadcast_in_dim", "reshape", "squeeze", "slice", "shallow_copy", "transpose"})
+#: prims after which nvFuser may lay out every output in a permuted order (model.VIEW_PRIMS: those
+#: whose output it may return as a view of another tensor's memory: permuted, expanded, sliced)
 PERMUTING_PRIMS = frozenset({"transpose"})
 
 

@@ -259,8 +259,11 @@ def _checks(program: Program, backend: Backend, user_inputs: list[ProgramInput],
     return checks
 
 
-def _member_offsets(program: Program) -> list[tuple[ProgramInput, list[tuple[ProgramInput, int]]]]:
-    """Per merged projection: its input, and each member's input with its byte offset in it."""
+def _member_addresses(program: Program) -> list[tuple[ProgramInput, ProgramInput, str]]:
+    """Per member parameter of a merged projection: its input, the merged tensor's input, and the
+    Python text of the address the member must have (the merged tensor's plus its byte offset)."""
+    import math
+
     import torch
 
     by_key = {p.source_name: p for p in program.inputs}
@@ -268,37 +271,23 @@ def _member_offsets(program: Program) -> list[tuple[ProgramInput, list[tuple[Pro
     rows = []
     for m in program.merged:
         merged = by_key[m.key]
-        spec = specs[merged.name]
-        itemsize = torch.empty((), dtype=getattr(torch, spec.dtype)).element_size()
-        members, at = [], 0
+        itemsize = getattr(torch, specs[merged.name].dtype).itemsize
+        at = 0
         for key in m.members:
             p = by_key[key]
-            members.append((p, at))
-            shape = specs[p.name].shape
-            count = 1
-            for d in shape:
-                count *= int(d)
-            at += count * itemsize
-        rows.append((merged, members))
+            rows.append((p, merged, f"{merged.name}.data_ptr()" + (f" + {at}" if at else "")))
+            at += math.prod(int(d) for d in specs[p.name].shape) * itemsize
     return rows
 
 
 def _merged_checks(program: Program) -> list[Check]:
     """Each member parameter of a merged projection still lies where the merged tensor holds it."""
-    checks = []
-    for merged, members in _member_offsets(program):
-        for p, at in members:
-            where = f"{merged.name}.data_ptr()" + (f" + {at}" if at else "")
-            checks.append(Check(f"{p.name}.data_ptr() != {where}",
-                                f'unmerged(_OWNER, "{p.source_name}", "{merged.source_name}")'))
-    return checks
+    return [Check(f"{p.name}.data_ptr() != {where}", f'unmerged(_OWNER, "{p.source_name}", "{merged.source_name}")')
+            for p, merged, where in _member_addresses(program)]
 
 
 def _fast_tests(program: Program) -> tuple[str, ...]:
-    tests = []
-    for merged, members in _member_offsets(program):
-        tests += [f"{p.name}.data_ptr() == {merged.name}.data_ptr()" + (f" + {at}" if at else "") for p, at in members]
-    return tuple(tests)
+    return tuple(f"{p.name}.data_ptr() == {where}" for p, _, where in _member_addresses(program))
 
 
 def module_view(program: Program, backend: Backend, command: str, versions: dict[str, str], checks: bool = True) -> ModuleView:

@@ -30,6 +30,7 @@ from thunder_aot.model import (
     TorchCall,
     TorchName,
     Value,
+    step_reads,
 )
 from thunder_aot.exporter.trace import FUSION_PREFIX, TracedBucket
 
@@ -71,18 +72,6 @@ def _relative_source(filename: str) -> str:
         if best is None or len(rel.parts) < len(best.parts):
             best = rel
     return (best or Path(path.name)).as_posix()
-
-
-def _refs(call: TorchCall) -> list[Ref]:
-    """Every tensor a call reads (in its args, kwargs and sequences of them)."""
-    out, todo = [], [*call.args, *(v for _, v in call.kwargs)]
-    while todo:
-        a = todo.pop()
-        if isinstance(a, Ref):
-            out.append(a)
-        elif isinstance(a, Seq):
-            todo.extend(a.items)
-    return out
 
 
 def source_ref(bsym) -> SourceRef | None:
@@ -195,7 +184,7 @@ class Lowerer:
             return ()
         defined = {v.name for v in inputs}
         for call in calls:
-            if any(isinstance(a, Ref) and a.name not in defined for a in _refs(call)):
+            if any(name not in defined for name in step_reads(call)):
                 return ()
             defined.update(o.name for o in call.outputs)
         return tuple(calls) if boundary - {v.name for v in inputs} <= defined else ()

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import dataclasses
 
+from thunder_aot.exporter.generalize import _value_names
 from thunder_aot.model import (
     BucketProgram, Const, MergedWeight, PrimOp, ProgramInput, Ref, Region, Seq, SizeArg, Step, TensorSpec, TorchCall,
-    Value,
+    Value, step_reads,
 )
 
 LINEAR = "torch.nn.functional.linear"
@@ -117,28 +118,6 @@ def _identifier(key: str, taken: set[str]) -> str:
     return name
 
 
-def _value_names(program: BucketProgram) -> set[str]:
-    names = {v.name for v in program.inputs}
-    for step in program.steps:
-        names.update(o.name for o in step.outputs)
-        if isinstance(step, Region):
-            names.update(o.name for op in step.ops for o in op.outputs)
-    return names
-
-
-def _reads(step: Step, name: str) -> bool:
-    def uses(arg) -> bool:
-        if isinstance(arg, Ref):
-            return arg.name == name
-        if isinstance(arg, Seq):
-            return any(uses(a) for a in arg.items)
-        return False
-
-    if isinstance(step, Region):
-        return any(v.name == name for v in step.inputs)
-    return any(uses(a) for a in step.args) or any(uses(v) for _, v in step.kwargs)
-
-
 def _slice_op(out: Value, merged: Value, start: int) -> PrimOp:
     """``out = merged[..., start:start + width]`` as Thunder's slice prim."""
     shape = out.spec.shape
@@ -181,7 +160,7 @@ def _rewrite(program: BucketProgram, group: _Group, weight: Value, bias: Value |
     rewritten: list[Step] = []
     for step in later:
         if isinstance(step, Region):
-            read = [(out, at) for out, at in parts if _reads(step, out.name)]
+            read = [(out, at) for out, at in parts if out.name in step_reads(step)]
             if read:
                 names = {out.name for out, _ in read}
                 inputs = []
@@ -200,7 +179,7 @@ def _rewrite(program: BucketProgram, group: _Group, weight: Value, bias: Value |
                 )
         rewritten.append(step)
     for out, at in parts:
-        if out.name in program.outputs or any(not isinstance(s, Region) and _reads(s, out.name) for s in later):
+        if out.name in program.outputs or any(not isinstance(s, Region) and out.name in step_reads(s) for s in later):
             views.append(_narrow_call(out, merged_out, at, first.source))
     steps = [s for i, s in enumerate(program.steps) if i < first_index] + [merged_call, *views, *rewritten]
     inputs = list(program.inputs) + [weight] + ([bias] if bias else [])
@@ -214,6 +193,7 @@ def merge_projections(
     those weights agrees on), the program inputs with the merged tensors added, and their table."""
     parameters = {p.name for p in inputs if p.kind == "parameter"}
     per_program = [_groups(bp, parameters) for bp in programs]
+    called = [{parts[1] for s in bp.steps if (parts := _linear_parts(s, parameters))} for bp in programs]
     accepted: list[_Group] = []
     claimed: set[str] = set()
     for group in (g for groups in per_program for g in groups):
@@ -221,8 +201,7 @@ def merge_projections(
         if group in accepted or claimed & members:
             continue
         # every program either merges the same group or calls none of its weights in a linear
-        if all(group in groups or not any((_linear_parts(s, parameters) or ("", "", None))[1] in members for s in bp.steps)
-               for bp, groups in zip(programs, per_program)):
+        if all(group in groups or not (weights & members) for groups, weights in zip(per_program, called)):
             accepted.append(group)
             claimed |= members
     if not accepted:
@@ -230,7 +209,7 @@ def merge_projections(
     by_name = {p.name: p for p in inputs}
     specs = {v.name: v.spec for v in programs[0].inputs}
     taken_keys = {p.source_name for p in inputs}
-    taken_names = set().union(*(_value_names(bp) for bp in programs))
+    taken_names = {n for bp in programs for n in _value_names(bp, [])}
     table: list[MergedWeight] = []
     new_inputs = list(inputs)
     for group in accepted:

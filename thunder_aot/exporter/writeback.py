@@ -16,7 +16,7 @@ broadcast or a dtype cast.
 from __future__ import annotations
 
 from thunder_aot.exporter.generalize import _renamed
-from thunder_aot.model import BucketProgram, Ref, Region, Seq, Step, TorchCall
+from thunder_aot.model import VIEW_PRIMS, BucketProgram, Ref, Region, Step, TorchCall, arg_refs, step_reads
 
 COPY = "torch.Tensor.copy_"
 
@@ -26,23 +26,6 @@ FRESH_CALLS = frozenset({
     "torch.nn.functional.scaled_dot_product_attention", "torch.sort", "torch.topk", "torch.histc", "torch.cumsum",
     "torch.index_put", "torch.empty", "torch.zeros", "torch.ones", "torch.full", "torch.arange",
 })
-
-#: prims whose output may share its input's memory (as the torch backend renders them)
-VIEW_PRIMS = frozenset({"broadcast_in_dim", "reshape", "squeeze", "slice", "shallow_copy", "transpose"})
-
-
-def _refs(arg) -> list[str]:
-    if isinstance(arg, Ref):
-        return [arg.name]
-    if isinstance(arg, Seq):
-        return [n for a in arg.items for n in _refs(a)]
-    return []
-
-
-def _reads(step: Step) -> list[str]:
-    if isinstance(step, Region):
-        return [v.name for v in step.inputs]
-    return [n for a in step.args for n in _refs(a)] + [n for _, v in step.kwargs for n in _refs(v)]
 
 
 def _fresh_call(step: TorchCall, specs: dict) -> bool:
@@ -57,7 +40,7 @@ def _views_of(region: Region, name: str) -> set[str]:
     """The region's outputs that may be ``name`` (one of its inputs) seen through views only."""
     through = {name}
     for op in region.ops:
-        if op.prim in VIEW_PRIMS and any(r in through for a in op.args for r in _refs(a)):
+        if op.prim in VIEW_PRIMS and any(r in through for a in op.args for r in arg_refs(a)):
             through.update(o.name for o in op.outputs)
     return {o.name for o in region.outputs} & through
 
@@ -70,7 +53,7 @@ def _producer_is_fresh(step: Step, name: str, specs: dict) -> bool:
 
 def _readers_keep_no_view(steps: list[Step], name: str, specs: dict) -> bool:
     for step in steps:
-        if name not in _reads(step):
+        if name not in step_reads(step):
             continue
         if isinstance(step, Region):
             if _views_of(step, name):
@@ -100,7 +83,7 @@ def drop_unobserved_write_backs(program: BucketProgram) -> BucketProgram:
             dst, src = step.args[0].name, step.args[1].name
             if dst not in producer or src not in producer or specs[dst] != specs[src]:
                 continue  # an input or a parameter, or a broadcast or cast
-            readers_of_src = [k for k, s in enumerate(steps) if src in _reads(s)]
+            readers_of_src = [k for k, s in enumerate(steps) if src in step_reads(s)]
             if readers_of_src != [i] or src in program.outputs:
                 continue
             if not _producer_is_fresh(steps[producer[dst]], dst, specs):
