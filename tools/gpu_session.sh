@@ -44,6 +44,10 @@ W=$(mktemp -d)
 pack() { tar czf "$OUT/results.tgz" -C "$W" . ; }
 step() { local limit=$1 name=$2; shift 2; echo "=== $name"; timeout "$limit" "$@" > "$W/$name.log" 2>&1; echo "rc=$?" >> "$W/$name.log"; tail -4 "$W/$name.log"; pack; }
 BENCH=(python3 -m thunder_aot bench --backends nvfuser,triton,triton:unchecked --rounds 2)
+# one step benching a causal LM of thunder_aot.examples.hf with the Triton backend:
+#   model_bench LIMIT NAME FACTORY SIZES SKIP [ROUNDS]   (the output under $W/NAME)
+model_bench() { step "$1" "$2" env PYTHONUNBUFFERED=1 python3 -m thunder_aot bench "thunder_aot.examples.hf:$3" --model \
+    --backends triton --sizes "$4" --rounds "${6:-2}" --min-run-time 0.05 --skip "$5" --out "$W/$2"; }
 if [ "${1:-full}" = check ]; then
   step 170 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs
   step 60 gated_mlp env PYTHONFAULTHANDLER=1 "${BENCH[@]}" thunder_aot.examples.blocks:gated_mlp --shapes "[1..512]x256:fp32" --sizes 1 --out "$W/gated_mlp"
@@ -96,34 +100,26 @@ elif [ "${1:-full}" = models3 ]; then
   step 280 llama1b_cold env PYTHONUNBUFFERED=1 python3 -m thunder_aot bench thunder_aot.examples.hf:llama_1b_causal_lm --model \
       --cold-start --backends triton --sizes 16 --out "$W/llama1b_cold"
 elif [ "${1:-full}" = models4 ]; then
-  step 420 gpt_oss_model env PYTHONUNBUFFERED=1 python3 -m thunder_aot bench thunder_aot.examples.hf:gpt_oss_causal_lm --model \
-      --backends triton --sizes 1,16,128,1024 --rounds 3 --min-run-time 0.05 --skip "torch.compile(layers)" --out "$W/gpt_oss_model"
+  model_bench 420 gpt_oss_model gpt_oss_causal_lm 1,16,128,1024 "torch.compile(layers)" 3
   step 170 gpu_tests python3 -m pytest -m gpu tests/test_gpu_models.py -q -p no:cacheprovider -rs
 elif [ "${1:-full}" = models5 ]; then
   # the Llama model at the other token counts (S=1,16,128,1024 are in models1/models2)
-  step 420 llama1b_small env PYTHONUNBUFFERED=1 python3 -m thunder_aot bench thunder_aot.examples.hf:llama_1b_causal_lm --model \
-      --backends triton --sizes 2,4,8,15,32,64 --rounds 2 --min-run-time 0.05 --skip 'torch.compile(layers)' --out "$W/llama1b_small"
-  step 420 llama1b_large env PYTHONUNBUFFERED=1 python3 -m thunder_aot bench thunder_aot.examples.hf:llama_1b_causal_lm --model \
-      --backends triton --sizes 256,512,568,1369,2048 --rounds 2 --min-run-time 0.05 --skip 'torch.compile(layers)' --out "$W/llama1b_large"
+  model_bench 420 llama1b_small llama_1b_causal_lm 2,4,8,15,32,64 "torch.compile(layers)"
+  model_bench 420 llama1b_large llama_1b_causal_lm 256,512,568,1369,2048 "torch.compile(layers)"
 elif [ "${1:-full}" = models6 ]; then
   step 200 gpu_tests_new python3 -m pytest -m gpu tests/test_gpu_models.py tests/test_gpu.py -q -p no:cacheprovider -rs \
       -k "gpt_oss or kernels_are_reused" -s
-  step 360 gpt_oss_model env PYTHONUNBUFFERED=1 python3 -m thunder_aot bench thunder_aot.examples.hf:gpt_oss_causal_lm --model \
-      --backends triton --sizes 1,16 --rounds 2 --min-run-time 0.05 --skip "torch.compile(layers)" --out "$W/gpt_oss_model"
+  model_bench 360 gpt_oss_model gpt_oss_causal_lm 1,16 "torch.compile(layers)"
 elif [ "${1:-full}" = models7 ]; then
-  step 560 gpt_oss_model_large env PYTHONUNBUFFERED=1 python3 -m thunder_aot bench thunder_aot.examples.hf:gpt_oss_causal_lm --model \
-      --backends triton --sizes 128,1024 --rounds 2 --min-run-time 0.05 --skip "torch.compile(layers)" --out "$W/gpt_oss_model_large"
+  model_bench 560 gpt_oss_model_large gpt_oss_causal_lm 128,1024 "torch.compile(layers)"
 elif [ "${1:-full}" = models8 ]; then
   step 150 gpu_tests_new python3 -m pytest -m gpu tests/test_gpu_models.py tests/test_gpu.py -q -p no:cacheprovider -rs \
       -k "(gpt_oss and triton) or kernels_are_reused" -s
-  step 420 gpt_oss_model env PYTHONUNBUFFERED=1 python3 -m thunder_aot bench thunder_aot.examples.hf:gpt_oss_causal_lm --model \
-      --backends triton --sizes 1,16 --rounds 2 --min-run-time 0.05 --skip "torch.compile(layers)" --out "$W/gpt_oss_model"
+  model_bench 420 gpt_oss_model gpt_oss_causal_lm 1,16 "torch.compile(layers)"
 elif [ "${1:-full}" = models9 ]; then
-  step 320 llama1b_merged env PYTHONUNBUFFERED=1 python3 -m thunder_aot bench thunder_aot.examples.hf:llama_1b_causal_lm --model \
-      --backends triton --sizes 1,16 --rounds 2 --min-run-time 0.05 --skip 'torch.compile,torch.compile(layers)' --out "$W/llama1b_merged"
+  model_bench 320 llama1b_merged llama_1b_causal_lm 1,16 "torch.compile,torch.compile(layers)"
 elif [ "${1:-full}" = models10 ]; then
-  step 300 llama1b_merged env PYTHONUNBUFFERED=1 python3 -m thunder_aot bench thunder_aot.examples.hf:llama_1b_causal_lm --model \
-      --backends triton --sizes 1,16 --rounds 2 --min-run-time 0.05 --skip 'torch.compile,torch.compile(layers)' --out "$W/llama1b_merged"
+  model_bench 300 llama1b_merged llama_1b_causal_lm 1,16 "torch.compile,torch.compile(layers)"
   step 100 gpt_oss_stack_test python3 -m pytest -m gpu tests/test_gpu_models.py -x -p no:cacheprovider -rs --tb=short \
       -k "gpt_oss_mask_layer_stack and triton"
   step 80 kernel_store_test python3 -m pytest -m gpu tests/test_gpu.py -x -p no:cacheprovider -rs --tb=short -s -k kernels_are_reused
