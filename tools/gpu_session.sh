@@ -37,6 +37,7 @@
 #   models10: models9's Llama bench, then the GPT-OSS layer-stack graph test and the nvFuser kernel store
 #          one by one (-x: the failure's summary before the step's limit)
 #   models11: the nvFuser export of the small GPT-OSS layer verified on the GPU (its stepped slices)
+#   models12: models11's test, then the Llama causal LM's cold start at S = 16 (fresh processes, empty and warm caches)
 #   final: after a Triton change: the Triton GPU tests (also cuda:1, models), the Triton hot-path layers,
 #          then rmsnorm and softmax benched
 set -u
@@ -126,6 +127,11 @@ elif [ "${1:-full}" = models10 ]; then
 elif [ "${1:-full}" = models11 ]; then
   step 110 gpt_oss_nvfuser_test python3 -m pytest -m gpu tests/test_gpu_models.py -x -p no:cacheprovider -rs --tb=short \
       -k "nvfuser and gpt_oss_small_decoder_layer"
+elif [ "${1:-full}" = models12 ]; then
+  step 110 gpt_oss_nvfuser_test python3 -m pytest -m gpu tests/test_gpu_models.py -x -p no:cacheprovider -rs --tb=short \
+      -k "nvfuser and gpt_oss_small_decoder_layer"
+  step 430 llama1b_cold env PYTHONUNBUFFERED=1 python3 -m thunder_aot bench thunder_aot.examples.hf:llama_1b_causal_lm --model \
+      --cold-start --backends triton --sizes 16 --out "$W/llama1b_cold"
 elif [ "${1:-full}" = final ]; then
   step 150 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads or second_gpu"
   step 70 overhead_triton python3 tools/overhead.py --backends triton --rounds 3 --out "$W/overhead_triton.md"
