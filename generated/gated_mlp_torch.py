@@ -26,7 +26,7 @@ from thunder_aot.runtime import (
     unmerged,
 )
 
-require(3)
+require(4)
 
 __all__ = ["BUCKETS", "NoBucketError", "GatedMLP", "forward"]
 

@@ -24,7 +24,7 @@ from thunder_aot.runtime import (
     require,
 )
 
-require(3)
+require(4)
 
 __all__ = ["BUCKETS", "NoBucketError", "ResidualRMSNorm", "forward"]
 

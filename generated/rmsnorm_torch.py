@@ -27,7 +27,7 @@ from thunder_aot.runtime import (
     require,
 )
 
-require(3)
+require(4)
 
 __all__ = ["BUCKETS", "NoBucketError", "GptOssRMSNorm", "forward"]
 

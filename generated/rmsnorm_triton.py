@@ -32,13 +32,15 @@ from thunder_aot.runtime import (
     require,
 )
 
-require(3)
+require(4)
 from thunder_aot.runtime.triton import (
     INTERPRET,
     Kernel,
     current_device,
     eager_device,
     empty_strided_cuda,
+    nan_max,
+    nan_min,
     raw_stream,
 )
 import triton

@@ -29,13 +29,15 @@ from thunder_aot.runtime import (
     require,
 )
 
-require(3)
+require(4)
 from thunder_aot.runtime.triton import (
     INTERPRET,
     Kernel,
     current_device,
     eager_device,
     empty_strided_cuda,
+    nan_max,
+    nan_min,
     raw_stream,
 )
 import triton
@@ -67,7 +69,7 @@ def program0_fusion0_kernel(scores_ptr, mask__ptr, t18_out_ptr, _rows, N: tl.con
     t0 = (scores).to(tl.float32)
     t2 = t0 * 0.125
     t4 = t2 + mask_
-    t7 = tl.max(tl.where(mask, t4, float("-inf")), axis=1, keep_dims=True)
+    t7 = nan_max(tl.where(mask, t4, float("-inf")), axis=1, keep_dims=True)
     t10 = t4 - t7
     t11 = tl.exp(t10)
     t13 = tl.sum(tl.where(mask, t11, 0.0), axis=1, keep_dims=True)
@@ -94,7 +96,7 @@ def program1_fusion0_kernel(scores_ptr, mask__ptr, t20_out_ptr, S, _rows, N, BLO
     t0 = (scores).to(tl.float32)
     t2 = t0 * 0.125
     t4 = t2 + mask_
-    t7 = tl.max(tl.where(mask, t4, float("-inf")), axis=1, keep_dims=True)
+    t7 = nan_max(tl.where(mask, t4, float("-inf")), axis=1, keep_dims=True)
     t11 = t4 - t7
     t12 = tl.exp(t11)
     t14 = tl.sum(tl.where(mask, t12, 0.0), axis=1, keep_dims=True)

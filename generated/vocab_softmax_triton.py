@@ -28,13 +28,15 @@ from thunder_aot.runtime import (
     require,
 )
 
-require(3)
+require(4)
 from thunder_aot.runtime.triton import (
     INTERPRET,
     Kernel,
     current_device,
     eager_device,
     empty_strided_cuda,
+    nan_max,
+    nan_min,
     raw_stream,
 )
 import triton
@@ -61,8 +63,8 @@ def fusion0_kernel(logits_ptr, t17_out_ptr, N: tl.constexpr, BLOCK: tl.constexpr
         # thunder_aot/examples/blocks.py:110: return torch.softmax(logits.float() / self.temperature, dim=-1)
         t0 = (logits).to(tl.float32)
         t2 = t0 / 0.7
-        t5_acc = tl.maximum(t5_acc, tl.where(mask, t2, float("-inf")))
-    t5 = tl.max(t5_acc, axis=0)
+        t5_acc = tl.maximum(t5_acc, tl.where(mask, t2, float("-inf")), propagate_nan=tl.PropagateNan.ALL)
+    t5 = nan_max(t5_acc, axis=0)
     t12_acc = tl.full([BLOCK], 0.0, tl.float32)
     for start in range(0, N, BLOCK):
         cols = start + tl.arange(0, BLOCK)

@@ -1,5 +1,6 @@
-"""Run every Triton kernel in generated/ at its buckets' edges and inside, with aligned and
-unaligned inputs; tests/test_gpu.py runs this under ``compute-sanitizer --tool memcheck``.
+"""Run every Triton kernel in generated/, and those of the gathering and joined regions of
+tests/kernel_pass_modules.py (exported here: indices read at run time), at their buckets' edges and
+inside, with aligned and unaligned inputs; tests/test_gpu.py runs this under ``compute-sanitizer --tool memcheck``.
 
 Outputs are compared with the source module run on the CPU, so a kernel that stays in bounds but
 computes garbage fails too."""
@@ -16,6 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.examples import EXPORTS  # noqa: E402
+from tests.kernel_pass_modules import GATHERS, JOINS  # noqa: E402
 from thunder_aot.exporter.resolve import resolve_module  # noqa: E402
 from thunder_aot.shapes import parse_shapes  # noqa: E402
 from thunder_aot.verify import bucket_inputs, load_module_from_text  # noqa: E402
@@ -33,8 +35,13 @@ def unaligned(t: torch.Tensor) -> torch.Tensor:
 def main() -> int:
     calls = 0
     generator = torch.Generator().manual_seed(torch.seed() >> 1)
-    for stem, source, shapes in EXPORTS:
-        gen = load_module_from_text((ROOT / "generated" / f"{stem}_triton.py").read_text(), f"memcheck_{stem}")
+    from thunder_aot.exporter import ExportRequest, export
+
+    texts = {stem: (ROOT / "generated" / f"{stem}_triton.py").read_text() for stem, _, _ in EXPORTS}
+    modules = [*EXPORTS, *((s.split(":")[1], s, shapes) for s, shapes, *_ in GATHERS + JOINS)]
+    for stem, source, shapes in modules:
+        text = texts.get(stem) or export(ExportRequest(source, (shapes,), backend="triton"), verify=False)
+        gen = load_module_from_text(text, f"memcheck_{stem}")
         module = resolve_module(source).eval()
         aot = getattr(gen, type(module).__name__).from_module(copy.deepcopy(module).cuda())
         with torch.no_grad():

@@ -182,6 +182,15 @@ def arg_refs(arg: Arg) -> list[str]:
     return []
 
 
+def writes_in_place(step: Step) -> bool:
+    """Whether a step may write a tensor in place: a torch call of an in-place method or function
+    (``copy_``, ``index_put_``, ``add_``; not dunders such as ``__getitem__``)."""
+    if not isinstance(step, TorchCall):
+        return False
+    leaf = step.target.rsplit(".", 1)[-1]
+    return leaf.endswith("_") and not leaf.startswith("__")
+
+
 def step_reads(step: Step) -> list[str]:
     """The names of the tensors a step reads: a region's inputs, a call's tensor arguments."""
     if isinstance(step, Region):

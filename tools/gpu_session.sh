@@ -38,6 +38,8 @@
 #          one by one (-x: the failure's summary before the step's limit)
 #   models11: the nvFuser export of the small GPT-OSS layer verified on the GPU (its stepped slices)
 #   models12: models11's test, then the Llama causal LM's cold start at S = 16 (fresh processes, empty and warm caches)
+#   models13: after the gather and join passes: the Triton kernel GPU tests (examples, index kernels with the
+#          new modules, memcheck), the GPT-OSS mask-layer stack with graphs, then the GPT-OSS-shaped model at S = 1, 16
 #   final: after a Triton change: the Triton GPU tests (also cuda:1, models), the Triton hot-path layers,
 #          then rmsnorm and softmax benched
 set -u
@@ -132,6 +134,12 @@ elif [ "${1:-full}" = models12 ]; then
       -k "nvfuser and gpt_oss_small_decoder_layer"
   step 430 llama1b_cold env PYTHONUNBUFFERED=1 python3 -m thunder_aot bench thunder_aot.examples.hf:llama_1b_causal_lm --model \
       --cold-start --backends triton --sizes 16 --out "$W/llama1b_cold"
+elif [ "${1:-full}" = models13 ]; then
+  step 200 gpu_triton python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -rs --tb=short \
+      -k "triton_matches or regions_with_views or memcheck"
+  step 100 gpt_oss_stack_test python3 -m pytest -m gpu tests/test_gpu_models.py -x -p no:cacheprovider -rs --tb=short \
+      -k "gpt_oss_mask_layer_stack and triton"
+  model_bench 370 gpt_oss_model gpt_oss_causal_lm 1,16 "torch.compile(layers)"
 elif [ "${1:-full}" = final ]; then
   step 150 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads or second_gpu"
   step 70 overhead_triton python3 tools/overhead.py --backends triton --rounds 3 --out "$W/overhead_triton.md"

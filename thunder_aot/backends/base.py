@@ -160,6 +160,12 @@ class Backend(ABC):
     #: whether a region may read part of an input's innermost dim (a ``slice`` prim of a region
     #: input): what merged projections hand their readers (``exporter.merge``)
     slices_region_inputs: bool = False
+    #: whether a region's kernel may load an input at indices another input holds (a ``take`` prim:
+    #: what ``exporter.gather`` moves ``x[idx]`` into its readers as)
+    gathers_region_inputs: bool = False
+    #: whether a region may take in the region that makes its inputs where one kernel does both
+    #: (``exporter.join``: the backend's kernels, not Thunder's fusion pass, decide)
+    joins_regions: bool = False
 
     @property
     def verify_device(self) -> str:

@@ -111,6 +111,12 @@ def _iota(c: OpContext) -> str:
     )
 
 
+def _take(c: OpContext) -> str:
+    """``x[idx]`` at dim 0, ``x[:, idx]`` at dim 1, ... (negative indices count from the end)."""
+    dim = c.op.args[2].value
+    return f"{c.args[0]}[{':, ' * dim}{c.args[1]}]"
+
+
 _UNARY = {
     name: _fn(f"torch.{name}")
     for name in (
@@ -159,7 +165,12 @@ TORCH_PRIMS: dict[str, Callable[[OpContext], str]] = {
     "var_mean": lambda c: f"torch.var_mean({c.args[0]}, {c.args[1]}, correction={c.kwargs['correction']})",
     "full": lambda c: f"torch.full({c.args[0]}, {c.args[1]}, device={c.kwargs['device']}, dtype={c.kwargs['dtype']})",
     "iota": _iota,
+    "take": _take,
 }
+
+#: prims the exporter's own passes put into regions (never a fusion's claim: Thunder's regions form
+#: without them)
+PASS_PRIMS = frozenset({"take"})
 
 
 @dataclass(frozen=True)
@@ -180,7 +191,7 @@ class TorchRegionView:
 
 class TorchBackend(Backend):
     name = "torch"
-    prims = frozenset(TORCH_PRIMS)
+    prims = frozenset(TORCH_PRIMS) - PASS_PRIMS
     slices_region_inputs = True
 
     def region_view(

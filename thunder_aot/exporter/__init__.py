@@ -17,7 +17,7 @@ import torch
 
 from thunder_aot.backends import Backend, get_backend
 from thunder_aot.errors import ExportError
-from thunder_aot.model import Bucket, BucketProgram, DimRange, Program, ProgramInput, SymDim, TensorSpec, TorchCall
+from thunder_aot.model import Bucket, BucketProgram, DimRange, Program, ProgramInput, Region, SymDim, TensorSpec, TorchCall
 from thunder_aot.exporter.resolve import resolve_module
 from thunder_aot.shapes import contains, dispatch_order, format_bucket, parse_shapes
 
@@ -401,6 +401,7 @@ def build_program(request: ExportRequest, progress: Progress) -> tuple[Program, 
     from thunder_aot.exporter.writeback import drop_unobserved_write_backs
 
     programs = [drop_unobserved_write_backs(bp) for bp in programs]
+    programs = [_kernel_passes(bp, backend) for bp in programs]
     merged = ()
     if request.merge_projections and backend.slices_region_inputs:
         from thunder_aot.exporter.merge import merge_projections
@@ -420,6 +421,23 @@ def build_program(request: ExportRequest, progress: Progress) -> tuple[Program, 
         merged=merged,
     )
     return program, module, backend
+
+
+def _kernel_passes(bp: BucketProgram, backend: Backend) -> BucketProgram:
+    """The passes whose outcome the backend's kernels decide: gathers into their readers
+    (exporter.gather), then regions into the regions that read them (exporter.join)."""
+    def makes_kernel(region: Region) -> bool:
+        return backend.region_view(region, bp.bucket.dims).runs_kernel
+
+    if backend.gathers_region_inputs:
+        from thunder_aot.exporter.gather import absorb_gathers
+
+        bp = absorb_gathers(bp, makes_kernel)
+    if backend.joins_regions:
+        from thunder_aot.exporter.join import join_regions
+
+        bp = join_regions(bp, makes_kernel)
+    return bp
 
 
 def _refuse_shadowing_dims(programs: list[BucketProgram]) -> None:

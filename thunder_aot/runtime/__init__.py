@@ -22,8 +22,8 @@ import torch
 
 #: the interface version generated modules are written against (2: runtime.nvfuser.frontend, the
 #: version-checked fast paths of runtime.versions; 3: merged projections, GeneratedModule.MERGED
-#: and ``unmerged``)
-RUNTIME_VERSION = 3
+#: and ``unmerged``; 4: runtime.triton.nan_max and nan_min, NaN-propagating reductions)
+RUNTIME_VERSION = 4
 
 __all__ = [
     "RUNTIME_VERSION",

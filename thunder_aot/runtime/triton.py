@@ -34,8 +34,28 @@ __all__ = [
     "current_device",
     "eager_device",
     "empty_strided_cuda",
+    "nan_max",
+    "nan_min",
     "raw_stream",
 ]
+
+import triton.language as tl  # noqa: E402
+
+
+@triton.jit
+def nan_max(x, axis: tl.constexpr, keep_dims: tl.constexpr = False):
+    """torch.amax in a kernel: a NaN anywhere in the reduced lanes is the result (``tl.max`` skips
+    NaNs; a second, integer reduction finds them, which Triton's interpreter runs fast as well)."""
+    found = tl.max((x != x).to(tl.int32), axis, keep_dims=keep_dims)
+    return tl.where(found > 0, float("nan"), tl.max(x, axis, keep_dims=keep_dims))
+
+
+@triton.jit
+def nan_min(x, axis: tl.constexpr, keep_dims: tl.constexpr = False):
+    """torch.amin in a kernel (as :func:`nan_max`)."""
+    found = tl.max((x != x).to(tl.int32), axis, keep_dims=keep_dims)
+    return tl.where(found > 0, float("nan"), tl.min(x, axis, keep_dims=keep_dims))
+
 
 #: Triton's interpreter runs the kernels on CPU tensors (for checking them without a GPU)
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"

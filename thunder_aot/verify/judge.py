@@ -297,14 +297,22 @@ def check_outputs(source: torch.nn.Module, inputs: list[torch.Tensor], actual, w
     judge(expected, actual, ref, where)
 
 
+def check_chosen(source: torch.nn.Module, inputs: list[torch.Tensor], actual, choices: list[torch.Tensor], where: str) -> None:
+    """:func:`check_outputs` for outputs whose top-k picks ``choices`` were recorded (each judged
+    against the float64 run that picks as it did): where the call that made ``actual`` could not
+    be watched (a CUDA graph's replay calls no ``topk``), the picks of the same module's plain call
+    on the same inputs."""
+    expected, eager = run_recording_choices(source, inputs)
+    ref, ref_ours = paired_references(lambda picks: run64_choosing(source, inputs, picks), eager, choices)
+    judge(expected, actual, ref, where, ref_ours)
+
+
 def check_call(source: torch.nn.Module, generated, inputs: list[torch.Tensor], where: str, reference: bool = True):
     """Call the generated module on ``inputs`` and judge its outputs (:func:`check_outputs`, each
     against the float64 run that makes its choices); returns them."""
     actual, ours = run_recording_choices(generated, inputs)
-    expected, eager = run_recording_choices(source, inputs)
     if not reference:
-        judge(expected, actual, None, where)
+        judge(source(*inputs), actual, None, where)
         return actual
-    ref, ref_ours = paired_references(lambda choices: run64_choosing(source, inputs, choices), eager, ours)
-    judge(expected, actual, ref, where, ref_ours)
+    check_chosen(source, inputs, actual, ours, where)
     return actual

@@ -28,7 +28,7 @@ class TritonBackend(Backend):
     prims = TorchBackend.prims  # regions form as for the other backends; the kernel decides per region
     # the runtime first: without Triton its import error says what to install
     imports = (
-        "from thunder_aot.runtime.triton import INTERPRET, Kernel, current_device, eager_device, empty_strided_cuda, raw_stream",
+        "from thunder_aot.runtime.triton import INTERPRET, Kernel, current_device, eager_device, empty_strided_cuda, nan_max, nan_min, raw_stream",
         "import triton",
         "import triton.language as tl",
     )
@@ -39,6 +39,9 @@ class TritonBackend(Backend):
     # its kernels load a slice of an input's rows at an offset; a region whose slice they cannot
     # lower runs as its source's torch calls (with a view of the part)
     slices_region_inputs = True
+    # its pointwise kernels load an input at the rows an index input names (exporter.gather)
+    gathers_region_inputs = True
+    joins_regions = True
 
     def __init__(self) -> None:
         self.torch = TorchBackend()

@@ -81,11 +81,17 @@ _UNARY = {
 _BINARY = {
     "add": "+", "sub": "-", "mul": "*", "bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^",
 }
-_REDUCE_IDENTITY = {"sum": ("tl.sum", "0.0"), "amax": ("tl.max", 'float("-inf")'), "amin": ("tl.min", 'float("inf")')}
+#: reduction prim -> (the Triton reduction, its identity). amax and amin propagate NaN as torch's
+#: do (runtime.triton.nan_max; ``tl.max`` would skip them)
+_REDUCE_IDENTITY = {"sum": ("tl.sum", "0.0"), "amax": ("nan_max", 'float("-inf")'), "amin": ("nan_min", 'float("inf")')}
 
 
 #: how a chunk's partial values join a reduction's [BLOCK] accumulator (looped schedule)
-_COMBINE = {"tl.sum": "{} + {}", "tl.max": "tl.maximum({}, {})", "tl.min": "tl.minimum({}, {})"}
+_COMBINE = {
+    "tl.sum": "{} + {}",
+    "nan_max": "tl.maximum({}, {}, propagate_nan=tl.PropagateNan.ALL)",
+    "nan_min": "tl.minimum({}, {}, propagate_nan=tl.PropagateNan.ALL)",
+}
 
 
 @dataclass(frozen=True)
@@ -492,8 +498,9 @@ ROW_OPS: dict[str, Callable[[RowProgram, PrimOp], str]] = {
     **{name: _compare(operator) for name, operator in _COMPARISONS.items()},
     "div": _div,
     "pow": _pow,
-    "maximum": _binary("tl.maximum({}, {})"),
-    "minimum": _binary("tl.minimum({}, {})"),
+    # torch.maximum / minimum propagate NaN (tl.maximum's default does not)
+    "maximum": _binary("tl.maximum({}, {}, propagate_nan=tl.PropagateNan.ALL)"),
+    "minimum": _binary("tl.minimum({}, {}, propagate_nan=tl.PropagateNan.ALL)"),
     "where": _where,
     "convert_element_type": _convert,
     "shallow_copy": _alias,

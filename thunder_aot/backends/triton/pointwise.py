@@ -106,6 +106,8 @@ class PointwiseProgram:
         self.lines: list[Line] = []
         self._memo: dict[tuple[str, Index, str], str] = {}
         self._masks: dict[str, str] = {}
+        #: a gather's run-time index expression -> its name (``j<k>``)
+        self._indices: dict[str, str] = {}
         #: each named mask's program axes (``row``, ``cols``, ``offs``), its named masks' included
         self._mask_axes: dict[str, set[str]] = {}
         #: a tile's row-and-lane mask -> (its rows' mask, its lanes' condition): a load whose
@@ -242,9 +244,22 @@ class PointwiseProgram:
     def _axes(self, text: str) -> set[str]:
         """The program axes an index or mask expression varies along."""
         axes = {axis for axis in ("row", "cols", "offs") if re.search(rf"\b{axis}\b", text)}
-        for name in re.findall(r"\bm\d+\b", text):
+        for name in re.findall(r"\b[mj]\d+\b", text):
             axes |= self._mask_axes.get(name, set())
         return axes
+
+    def index_axes(self, text: str) -> set[str]:
+        """The program axes an index expression varies along (through named indices too)."""
+        return self._axes(text)
+
+    def named_index(self, expression: str, axes: set[str]) -> str:
+        """An index read at run time (a gather's), named ``j<k>`` once, that varies along ``axes``."""
+        if expression not in self._indices:
+            name = f"j{len(self._indices)}"
+            self._indices[expression] = name
+            self._mask_axes[name] = set(axes)
+            self.lines.append(Line(f"{name} = {expression}"))
+        return self._indices[expression]
 
     def tile_mask(self, lanes: str) -> str:
         """The mask of the tile's valid rows and the lanes where ``lanes`` holds."""
@@ -527,6 +542,21 @@ def _cat(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) ->
     return expression
 
 
+def _take(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) -> str:
+    """``x[idx]`` along ``dim``: the index read from ``idx`` at the output's index there (a negative
+    one counts from the end, as torch's); an index outside ``x``, which torch reports as a
+    device-side assertion, loads nothing and reads 0."""
+    a, idx, dim = op.args
+    assert isinstance(a, Ref) and isinstance(idx, Ref)
+    shape = p.specs[a.name].shape
+    d = _static(dim) % len(shape)
+    raw = p.value(idx.name, (index[d],), mask)
+    size = p.size(shape[d])
+    at = p.named_index(f"tl.where({raw} < 0, {raw} + {size}, {raw}).to(tl.int64)", p.index_axes(index[d]))
+    inside = p.mask_name(f"{mask} & ({at} >= 0) & ({at} < {size})")
+    return p.value(a.name, (*index[:d], at, *index[d + 1:]), inside)
+
+
 def _reduced_dim(p: PointwiseProgram, op: PrimOp) -> tuple[Ref, int, object]:
     a, dims = op.args[0], op.args[1]
     assert isinstance(a, Ref) and isinstance(dims, Seq)
@@ -572,8 +602,9 @@ POINTWISE_OPS: dict[str, Lower] = {
     "signbit": _signbit,
     "iota": _iota,
     "pow": _pow,
-    "maximum": _binary("tl.maximum({}, {})"),
-    "minimum": _binary("tl.minimum({}, {})"),
+    # torch.maximum / minimum propagate NaN (tl.maximum's default does not)
+    "maximum": _binary("tl.maximum({}, {}, propagate_nan=tl.PropagateNan.ALL)"),
+    "minimum": _binary("tl.minimum({}, {}, propagate_nan=tl.PropagateNan.ALL)"),
     "where": _where,
     "convert_element_type": _convert,
     "shallow_copy": _same,
@@ -583,6 +614,7 @@ POINTWISE_OPS: dict[str, Lower] = {
     "squeeze": _squeeze,
     "slice": _slice,
     "cat": _cat,
+    "take": _take,
     **{name: _reduce for name in _REDUCE_IDENTITY},
     "var_mean": _var_mean,
 }

@@ -1,0 +1,136 @@
+"""Modules with gathers (``x[idx]`` by an integer index tensor) that regions read, for
+exporter.gather: the Triton backend loads through the index inside the reader's kernel."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class SortedRows(nn.Module):
+    """transformers' grouped-mm experts: rows permuted by a sort's indices, then pointwise work."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(64) * 0.1 + 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _, perm = torch.sort(x.sum(-1))
+        return torch.relu(x[perm]) * self.weight + 1.0
+
+
+class TableLookup(nn.Module):
+    """Rows of a parameter picked by indices a region computes, some negative (counted from the end),
+    then a reduction over the gathered rows."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = nn.Parameter(torch.randn(8, 64))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        ids = (x.sum(-1) > 0).long() * 5 - 2  # -2 or 3
+        rows = self.table[ids] + x
+        return rows * torch.rsqrt(rows.pow(2).mean(-1, keepdim=True) + 1e-6)
+
+
+class ReturnedGather(nn.Module):
+    """A gather the module also returns: it stays a torch call (the caller gets the tensor)."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        _, perm = torch.sort(x.amax(-1), descending=True)
+        picked = x[perm]
+        return picked, torch.sigmoid(picked) * 2.0
+
+
+class WriteAfterGather(nn.Module):
+    """The caller's tensor written in place after a gather of its rows: the gather must read the
+    values from before the write."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _, perm = torch.sort(x.sum(-1))
+        picked = x[perm]
+        x.mul_(2.0)
+        return torch.relu(picked) + x
+
+
+def write_after_gather() -> WriteAfterGather:
+    return WriteAfterGather()
+
+
+def sorted_rows() -> SortedRows:
+    torch.manual_seed(3)
+    return SortedRows().eval().requires_grad_(False)
+
+
+def table_lookup() -> TableLookup:
+    torch.manual_seed(4)
+    return TableLookup().eval().requires_grad_(False)
+
+
+def returned_gather() -> ReturnedGather:
+    return ReturnedGather()
+
+
+#: (import path, shapes, gathers left as torch calls)
+GATHERS = [
+    ("tests.kernel_pass_modules:sorted_rows", "[S=1..40]x64:fp32", 0),
+    ("tests.kernel_pass_modules:table_lookup", "[S=1..40]x64:bf16", 0),
+    ("tests.kernel_pass_modules:returned_gather", "[S=1..40]x32:fp32", 1),
+    ("tests.kernel_pass_modules:write_after_gather", "[S=1..40]x32:fp32", 1),
+]
+
+
+class IndexThenGather(nn.Module):
+    """The experts' ``perm // top_k`` (a region) read only through a gather by the next region:
+    once the gather is in that region, the two regions join into one kernel."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _, perm = torch.sort(x.sum(-1))
+        return torch.relu(x[perm // 2]) * 3.0
+
+
+class InPlaceBiasThenAct(nn.Module):
+    """transformers' experts' ``out.add_(bias)`` then the activation: once the write-back is gone
+    (exporter.writeback), the bias add and the activation join."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(32, 32) * 0.2)
+        self.bias = nn.Parameter(torch.randn(32))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = x @ self.weight
+        out.add_(self.bias)
+        return torch.sigmoid(out) * out
+
+
+class NormThroughGather(nn.Module):
+    """A row reduction read by the next region through a gather: joining would compute each row's
+    sum once per gathered copy, so the regions stay apart."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        vals, perm = torch.sort(x.amax(-1))
+        s = (x.float() - vals.float().unsqueeze(-1)).pow(2).sum(-1)
+        return (x * s[perm].unsqueeze(-1)).to(x.dtype)
+
+
+def index_then_gather() -> IndexThenGather:
+    return IndexThenGather()
+
+
+def in_place_bias_then_act() -> InPlaceBiasThenAct:
+    torch.manual_seed(6)
+    return InPlaceBiasThenAct().eval().requires_grad_(False)
+
+
+def norm_through_gather() -> NormThroughGather:
+    return NormThroughGather()
+
+
+#: (import path, shapes, Triton kernels with the passes, without them)
+JOINS = [
+    ("tests.kernel_pass_modules:index_then_gather", "[S=1..40]x64:fp32", 2, 3),
+    ("tests.kernel_pass_modules:in_place_bias_then_act", "[S=1..40]x32:fp32", 1, 2),
+    # (float32: CUDA's and the CPU's sorts may order equal bfloat16 maxima apart; memcheck's reference runs on the CPU)
+    ("tests.kernel_pass_modules:norm_through_gather", "[S=1..40]x64:fp32", 3, 3),
+]

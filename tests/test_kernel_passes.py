@@ -1,0 +1,92 @@
+"""The passes the Triton backend's kernels decide: gathers into kernels (exporter.gather: ``x[idx]``
+that only regions read becomes a ``take`` in each of them, one kernel less per gather) and joined
+regions (exporter.join: a region into the region that first reads it, where one kernel does both);
+the modules still compute what their sources do (under Triton's interpreter, outputs poisoned, at
+every bucket's edges and inside, non-finite inputs included)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from tests.kernel_pass_modules import GATHERS, JOINS
+from tests.helpers import ROOT
+from thunder_aot.backends.torch import TORCH_PRIMS, OpContext
+from thunder_aot.exporter.gather import take_op
+from thunder_aot.model import TensorSpec, Value
+
+IDS = [g[0].split(":")[1] for g in GATHERS]
+
+
+def _text(source: str, shapes: str, backend: str) -> str:
+    from thunder_aot.exporter import ExportRequest, export
+
+    return export(ExportRequest(source, (shapes,), backend=backend), verify=False)
+
+
+def _forward(text: str) -> str:
+    return text[text.index("\ndef forward("):]
+
+
+@pytest.mark.traces
+@pytest.mark.parametrize("source,shapes,left", GATHERS, ids=IDS)
+def test_gathers_only_regions_read_load_inside_their_kernels(source, shapes, left):
+    triton = _text(source, shapes, "triton")
+    assert _forward(triton).count("torch.Tensor.__getitem__(") == left
+    if left == 0:
+        assert "tl.where(" in triton and " < 0, " in triton  # the kernel wraps negative indices as torch does
+    # the torch backend keeps its gathers (its regions are torch calls already)
+    assert _forward(_text(source, shapes, "torch")).count("torch.Tensor.__getitem__(") >= 1
+
+
+@pytest.mark.traces
+@pytest.mark.parametrize("source,shapes,joined,apart", JOINS, ids=[j[0].split(":")[1] for j in JOINS])
+def test_a_region_joins_the_region_that_first_reads_it_unless_that_recomputes_a_reduction(
+    source, shapes, joined, apart, monkeypatch
+):
+    from thunder_aot.backends.triton import TritonBackend
+
+    assert _text(source, shapes, "triton").count("@triton.jit") == joined
+    monkeypatch.setattr(TritonBackend, "joins_regions", False)
+    assert _text(source, shapes, "triton").count("@triton.jit") == apart
+
+
+@pytest.mark.traces
+def test_the_reduction_rule_is_what_keeps_a_gathered_reduction_apart(monkeypatch):
+    """norm_through_gather's regions stay apart because its reader gathers a reduction's rows: the
+    backend could make one kernel of them (recomputing each row's sum per gathered row)."""
+    import thunder_aot.exporter.join as join
+
+    source, shapes, joined, _ = next(j for j in JOINS if "norm_through_gather" in j[0])
+    monkeypatch.setattr(join, "REDUCTIONS", frozenset())
+    assert _text(source, shapes, "triton").count("@triton.jit") == joined - 1
+
+
+@pytest.mark.traces
+@pytest.mark.parametrize("source,shapes", [g[:2] for g in GATHERS + JOINS], ids=IDS + [j[0].split(":")[1] for j in JOINS])
+def test_the_passes_kernels_match_their_source_under_the_interpreter(source, shapes):
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    result = subprocess.run([sys.executable, str(ROOT / "tests" / "triton_interpreted_check.py"), source, shapes],
+                            env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    messages = [line for line in result.stdout.splitlines() if line.startswith("export: ")]
+    assert not [m for m in messages if "no triton kernel" in m], messages
+    assert result.stdout.splitlines()[-1].startswith("ok ")
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+def test_the_torch_row_of_take_indexes_like_getitem(dim):
+    """A region with a take that runs as one torch call per prim (no source calls) gathers as ``x[idx]``
+    does, negative indices included."""
+    x = torch.randn(5, 6, generator=torch.Generator().manual_seed(0))
+    idx = torch.tensor([4, -1, 0, 2, -5])
+    out = Value("out", TensorSpec((5, 6), "float32"))
+    op = take_op(out, "x", "idx")
+    op = type(op)(op.prim, op.outputs, (*op.args[:2], type(op.args[2])(dim)))
+    text = TORCH_PRIMS["take"](OpContext(op=op, args=["x", "idx"], kwargs={}, specs={}))
+    expected = x[idx] if dim == 0 else x[:, idx]
+    torch.testing.assert_close(eval(text, {"x": x, "idx": idx}), expected, rtol=0, atol=0)
