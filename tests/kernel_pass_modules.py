@@ -1,5 +1,7 @@
 """Modules with gathers (``x[idx]`` by an integer index tensor) that regions read, for
-exporter.gather: the Triton backend loads through the index inside the reader's kernel."""
+exporter.gather and exporter.join: the Triton backend loads through the index inside the reader's
+kernel. Their sorts sort exact keys (a row's maximum, a column), never sums: a kernel's sum may
+round otherwise than eager's and reorder two rows whose sums nearly tie."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ class SortedRows(nn.Module):
         self.weight = nn.Parameter(torch.randn(64) * 0.1 + 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        _, perm = torch.sort(x.sum(-1))
+        _, perm = torch.sort(x.amax(-1))
         return torch.relu(x[perm]) * self.weight + 1.0
 
 
@@ -47,7 +49,7 @@ class WriteAfterGather(nn.Module):
     values from before the write."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        _, perm = torch.sort(x.sum(-1))
+        _, perm = torch.sort(x.amax(-1))
         picked = x[perm]
         x.mul_(2.0)
         return torch.relu(picked) + x
@@ -55,6 +57,19 @@ class WriteAfterGather(nn.Module):
 
 def write_after_gather() -> WriteAfterGather:
     return WriteAfterGather()
+
+
+class SortedByColumn(nn.Module):
+    """Rows sorted by their first column (``x[:, 0]``: a getitem with a slice left to torch) and
+    every row but the last (a bound that moves with the size)."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        _, perm = torch.sort(x[:, 0])
+        return torch.relu(x[perm]) * 2.0, torch.sort(x[: x.shape[0] - 1, ..., 1])[0]
+
+
+def sorted_by_column() -> SortedByColumn:
+    return SortedByColumn()
 
 
 def sorted_rows() -> SortedRows:
@@ -71,12 +86,13 @@ def returned_gather() -> ReturnedGather:
     return ReturnedGather()
 
 
-#: (import path, shapes, gathers left as torch calls)
+#: (import path, shapes, gathers by an index tensor left as torch calls)
 GATHERS = [
     ("tests.kernel_pass_modules:sorted_rows", "[S=1..40]x64:fp32", 0),
     ("tests.kernel_pass_modules:table_lookup", "[S=1..40]x64:bf16", 0),
     ("tests.kernel_pass_modules:returned_gather", "[S=1..40]x32:fp32", 1),
     ("tests.kernel_pass_modules:write_after_gather", "[S=1..40]x32:fp32", 1),
+    ("tests.kernel_pass_modules:sorted_by_column", "[S=2..40]x16:fp32", 0),
 ]
 
 
@@ -85,7 +101,7 @@ class IndexThenGather(nn.Module):
     once the gather is in that region, the two regions join into one kernel."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        _, perm = torch.sort(x.sum(-1))
+        _, perm = torch.sort(x.amax(-1))
         return torch.relu(x[perm // 2]) * 3.0
 
 

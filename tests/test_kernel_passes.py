@@ -7,6 +7,7 @@ every bucket's edges and inside, non-finite inputs included)."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -20,6 +21,8 @@ from thunder_aot.exporter.gather import take_op
 from thunder_aot.model import TensorSpec, Value
 
 IDS = [g[0].split(":")[1] for g in GATHERS]
+#: a gather left to torch: ``x[idx]`` by a tensor (not ``x[(slice(...), 0)]``)
+_GATHER = re.compile(r"torch\.Tensor\.__getitem__\(\w+, \w+\)")
 
 
 def _text(source: str, shapes: str, backend: str) -> str:
@@ -36,11 +39,11 @@ def _forward(text: str) -> str:
 @pytest.mark.parametrize("source,shapes,left", GATHERS, ids=IDS)
 def test_gathers_only_regions_read_load_inside_their_kernels(source, shapes, left):
     triton = _text(source, shapes, "triton")
-    assert _forward(triton).count("torch.Tensor.__getitem__(") == left
+    assert len(_GATHER.findall(_forward(triton))) == left
     if left == 0:
         assert "tl.where(" in triton and " < 0, " in triton  # the kernel wraps negative indices as torch does
     # the torch backend keeps its gathers (its regions are torch calls already)
-    assert _forward(_text(source, shapes, "torch")).count("torch.Tensor.__getitem__(") >= 1
+    assert len(_GATHER.findall(_forward(_text(source, shapes, "torch")))) >= 1
 
 
 @pytest.mark.traces
@@ -90,3 +93,22 @@ def test_the_torch_row_of_take_indexes_like_getitem(dim):
     text = TORCH_PRIMS["take"](OpContext(op=op, args=["x", "idx"], kwargs={}, specs={}))
     expected = x[idx] if dim == 0 else x[:, idx]
     torch.testing.assert_close(eval(text, {"x": x, "idx": idx}), expected, rtol=0, atol=0)
+
+
+def test_a_slice_argument_of_a_torch_call_generalises_and_renders_as_python():
+    """``x[:, :k]`` left to torch: its slice is an argument whose bounds follow the dynamic dims as
+    any integer argument does, written back as ``slice(...)``."""
+    from thunder_aot.backends.base import render_arg
+    from thunder_aot.exporter.generalize import _unify
+    from thunder_aot.model import Const, Ref, Seq, SizeArg, SliceArg, SymDim, TorchCall
+
+    def call(stop: int) -> TorchCall:
+        key = Seq((SliceArg(Const(None), Const(stop - 1), Const(None)), Const(0)))
+        return TorchCall("torch.Tensor.__getitem__", (), (Ref("x"), key))
+
+    general = _unify([call(5), call(9)], [{"S": 5}, {"S": 9}], "test")
+    key = general.args[1]
+    assert key.items[0] == SliceArg(Const(None), SizeArg(SymDim("S", 1, -1)), Const(None))
+    x = torch.arange(40.0).reshape(8, 5)
+    assert eval(render_arg(key), {"S": 8}) == (slice(None, 7, None), 0)
+    torch.testing.assert_close(x[eval(render_arg(key), {"S": 8})], x[:7, 0])

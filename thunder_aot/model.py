@@ -104,11 +104,20 @@ class TorchName:
 
 
 @dataclass(frozen=True)
+class SliceArg:
+    """A Python ``slice`` argument (``x[:, :k]`` left to torch): its bounds as arguments."""
+
+    start: "Arg"
+    stop: "Arg"
+    step: "Arg"
+
+
+@dataclass(frozen=True)
 class DeviceArg:
     """The device the program runs on (taken from its first tensor input at run time)."""
 
 
-Arg = Union[Ref, Const, DType, SizeArg, Seq, DeviceArg, TorchName]
+Arg = Union[Ref, Const, DType, SizeArg, Seq, SliceArg, DeviceArg, TorchName]
 
 
 @dataclass(frozen=True)
@@ -179,6 +188,8 @@ def arg_refs(arg: Arg) -> list[str]:
         return [arg.name]
     if isinstance(arg, Seq):
         return [n for a in arg.items for n in arg_refs(a)]
+    if isinstance(arg, SliceArg):
+        return [n for a in (arg.start, arg.stop, arg.step) for n in arg_refs(a)]
     return []
 
 

@@ -6,7 +6,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Protocol
 
-from thunder_aot.model import Arg, Const, DeviceArg, Dim, DimRange, DType, Ref, Region, Seq, SizeArg, SymDim, TorchCall, TorchName
+from thunder_aot.model import (
+    Arg, Const, DeviceArg, Dim, DimRange, DType, Ref, Region, Seq, SizeArg, SliceArg, SymDim, TorchCall, TorchName,
+)
 
 
 def render_dim(dim: Dim) -> str:
@@ -38,6 +40,8 @@ def render_arg(arg: Arg) -> str:
         return "device"
     if isinstance(arg, TorchName):
         return arg.name
+    if isinstance(arg, SliceArg):
+        return f"slice({render_arg(arg.start)}, {render_arg(arg.stop)}, {render_arg(arg.step)})"
     if isinstance(arg, Seq):
         items = [render_arg(i) for i in arg.items]
         return f"[{', '.join(items)}]" if arg.is_list else tuple_text(items)
@@ -55,6 +59,8 @@ def arg_dims(arg: Arg) -> set[str]:
         return {arg.dim.name}
     if isinstance(arg, Seq):
         return set().union(*(arg_dims(i) for i in arg.items)) if arg.items else set()
+    if isinstance(arg, SliceArg):
+        return arg_dims(arg.start) | arg_dims(arg.stop) | arg_dims(arg.step)
     return set()
 
 

@@ -28,6 +28,7 @@ from thunder_aot.model import (
     SourceRef,
     TensorSpec,
     TorchCall,
+    SliceArg,
     TorchName,
     Value,
     step_reads,
@@ -124,6 +125,10 @@ class Lowerer:
             return TorchName(str(x))  # "torch.contiguous_format"
         if isinstance(x, (list, tuple)):
             return Seq(tuple(self.arg(i, where) for i in x), is_list=isinstance(x, list))
+        if isinstance(x, slice):  # x[:, :k] that no fusion claimed
+            return SliceArg(self.arg(x.start, where), self.arg(x.stop, where), self.arg(x.step, where))
+        if x is Ellipsis:
+            return TorchName("...")
         raise ExportError(f"{where}: cannot export an argument of type {type(x).__name__} ({x!r})")
 
     def outputs(self, bsym, where: str) -> tuple[Value, ...]:
