@@ -75,6 +75,14 @@ class Logits(torch.nn.Module):
         return self.model(ids, use_cache=False, position_ids=positions[None], cache_position=positions).logits
 
 
+def interpreted_check(*args: str) -> subprocess.CompletedProcess:
+    """tests/triton_interpreted_check.py with ``args`` (a stem of generated/, or an import path and
+    shapes), in a fresh process under Triton's interpreter."""
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, str(ROOT / "tests" / "triton_interpreted_check.py"), *args],
+                          env=env, capture_output=True, text=True)
+
+
 def run_cli(*args: str, cwd: Path = ROOT, env: dict | None = None, umask: int | None = None) -> subprocess.CompletedProcess:
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     preexec = None if umask is None else (lambda: os.umask(umask))

@@ -6,16 +6,13 @@ every bucket's edges and inside, non-finite inputs included)."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 
 import pytest
 import torch
 
 from tests.kernel_pass_modules import GATHERS, JOINS
-from tests.helpers import ROOT
+from tests.helpers import interpreted_check
 from thunder_aot.backends.torch import TORCH_PRIMS, OpContext
 from thunder_aot.exporter.gather import take_op
 from thunder_aot.model import TensorSpec, Value
@@ -72,9 +69,7 @@ def test_the_reduction_rule_is_what_keeps_a_gathered_reduction_apart(monkeypatch
 @pytest.mark.traces
 @pytest.mark.parametrize("source,shapes", [g[:2] for g in GATHERS + JOINS], ids=IDS + [j[0].split(":")[1] for j in JOINS])
 def test_the_passes_kernels_match_their_source_under_the_interpreter(source, shapes):
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
-    result = subprocess.run([sys.executable, str(ROOT / "tests" / "triton_interpreted_check.py"), source, shapes],
-                            env=env, capture_output=True, text=True)
+    result = interpreted_check(source, shapes)
     assert result.returncode == 0, result.stderr[-3000:]
     messages = [line for line in result.stdout.splitlines() if line.startswith("export: ")]
     assert not [m for m in messages if "no triton kernel" in m], messages

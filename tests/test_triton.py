@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from tests.examples import EXPORTS
-from tests.helpers import ROOT, run_cli
+from tests.helpers import ROOT, interpreted_check, run_cli
 from tests.view_modules import KERNELS as VIEW_KERNELS
 from tests.view_modules import SOURCE_CALLS as VIEW_SOURCE_CALLS
 
@@ -32,10 +32,7 @@ TILED = {"gated_mlp", "rotary", "softmax"}
 
 @pytest.mark.parametrize("stem", IDS)
 def test_interpreted_kernels_match_source_and_write_every_element(stem):
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "tests" / "triton_interpreted_check.py"), stem], env=env, capture_output=True, text=True
-    )
+    result = interpreted_check(stem)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.startswith(f"ok {stem}:")
 
@@ -292,19 +289,13 @@ def test_an_unchecked_triton_export_runs_and_matches_its_source_under_the_interp
     assert forward.count("_device = eager_device(x)") == 1 and "_kernel[1](" in forward
 
 
-def _interpreted(source: str, shapes: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, str(ROOT / "tests" / "triton_interpreted_check.py"), source, shapes],
-                          env=env, capture_output=True, text=True)
-
-
 @pytest.mark.parametrize("source,shapes", VIEW_KERNELS, ids=[k[0].split(":")[1] for k in VIEW_KERNELS])
 def test_regions_with_views_inside_are_one_kernel_each(source, shapes):
     """Transposes, reshapes, expands, strided slices and cats inside a region (and a reduction under
     a view) become index arithmetic in one kernel: export reports no region without a kernel, and the
     kernels match the source at every bucket's edges and inside, non-finite inputs included, outputs
     poisoned."""
-    result = _interpreted(source, shapes)
+    result = interpreted_check(source, shapes)
     assert result.returncode == 0, result.stderr[-3000:]
     messages = [line for line in result.stdout.splitlines() if line.startswith("export: ")]
     assert messages and not [m for m in messages if "no triton kernel" in m], messages
@@ -318,7 +309,7 @@ def test_a_region_no_kernel_takes_runs_as_its_source_calls():
     from thunder_aot.exporter import ExportRequest, export
 
     ((source, shapes),) = VIEW_SOURCE_CALLS
-    result = _interpreted(source, shapes)
+    result = interpreted_check(source, shapes)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "no triton kernel for region aotFusion0 (amax, broadcast_in_dim, convert_element_type, div, exp, mul, " \
            "shallow_copy, sub, sum): runs as its source's torch calls: torch.Tensor.to x2, torch.mul x1, torch.softmax x1" \

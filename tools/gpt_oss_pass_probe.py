@@ -29,7 +29,7 @@ def _export(config: str) -> str:
     from tests.test_real_models import GPT_OSS_MASK_SHAPES
 
     saved = (TritonBackend.joins_regions, TritonBackend.gathers_region_inputs, writeback.drop_unobserved_write_backs,
-             dict(lowering._REDUCE_IDENTITY))
+             dict(lowering._REDUCE_IDENTITY), dict(lowering._COMBINE))
     try:
         TritonBackend.joins_regions = "join" not in config and not config.startswith("none")
         TritonBackend.gathers_region_inputs = "gather" not in config and not config.startswith("none")
@@ -42,8 +42,9 @@ def _export(config: str) -> str:
                                     backend="triton"), verify=False)
     finally:
         TritonBackend.joins_regions, TritonBackend.gathers_region_inputs, writeback.drop_unobserved_write_backs = saved[:3]
-        lowering._REDUCE_IDENTITY.clear()
-        lowering._REDUCE_IDENTITY.update(saved[3])
+        for table, before in ((lowering._REDUCE_IDENTITY, saved[3]), (lowering._COMBINE, saved[4])):
+            table.clear()
+            table.update(before)
 
 
 def _rms(a: torch.Tensor, b: torch.Tensor) -> float:

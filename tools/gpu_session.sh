@@ -40,6 +40,8 @@
 #   models12: models11's test, then the Llama causal LM's cold start at S = 16 (fresh processes, empty and warm caches)
 #   models13: after the gather and join passes: the Triton kernel GPU tests (examples, index kernels with the
 #          new modules, memcheck), the GPT-OSS mask-layer stack with graphs, then the GPT-OSS-shaped model at S = 1, 16
+#   models14: memcheck of the Triton kernels, the GPT-OSS mask-layer stack test (judged by check_chosen), then the
+#          GPT-OSS-shaped layer's device time by kernel (tools/layer_profile.py: Triton, nvFuser, torch.compile)
 #   final: after a Triton change: the Triton GPU tests (also cuda:1, models), the Triton hot-path layers,
 #          then rmsnorm and softmax benched
 set -u
@@ -140,6 +142,13 @@ elif [ "${1:-full}" = models13 ]; then
   step 100 gpt_oss_stack_test python3 -m pytest -m gpu tests/test_gpu_models.py -x -p no:cacheprovider -rs --tb=short \
       -k "gpt_oss_mask_layer_stack and triton"
   model_bench 370 gpt_oss_model gpt_oss_causal_lm 1,16 "torch.compile(layers)"
+elif [ "${1:-full}" = models14 ]; then
+  step 120 memcheck python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -rs --tb=short -k memcheck
+  step 110 gpt_oss_stack_test python3 -m pytest -m gpu tests/test_gpu_models.py -x -p no:cacheprovider -rs --tb=short \
+      -k "gpt_oss_mask_layer_stack and triton"
+  step 330 gpt_oss_profile env PYTHONUNBUFFERED=1 python3 tools/layer_profile.py thunder_aot.examples.hf:gpt_oss_decoder_layer_mask \
+      "1x[S=1..1024]x2880:bf16, 1x[S]x32:bf16, 1x[S]x32:bf16, 1x1x[S]x[S]:bf16" --sizes 1,16,128,1024 --top 40 \
+      --out "$W/gpt_oss_profile.md"
 elif [ "${1:-full}" = final ]; then
   step 150 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads or second_gpu"
   step 70 overhead_triton python3 tools/overhead.py --backends triton --rounds 3 --out "$W/overhead_triton.md"

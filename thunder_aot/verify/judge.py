@@ -312,7 +312,7 @@ def check_call(source: torch.nn.Module, generated, inputs: list[torch.Tensor], w
     against the float64 run that makes its choices); returns them."""
     actual, ours = run_recording_choices(generated, inputs)
     if not reference:
-        judge(source(*inputs), actual, None, where)
+        judge(run_recording_choices(source, inputs)[0], actual, None, where)
         return actual
     check_chosen(source, inputs, actual, ours, where)
     return actual

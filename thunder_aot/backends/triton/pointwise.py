@@ -248,16 +248,13 @@ class PointwiseProgram:
             axes |= self._mask_axes.get(name, set())
         return axes
 
-    def index_axes(self, text: str) -> set[str]:
-        """The program axes an index expression varies along (through named indices too)."""
-        return self._axes(text)
-
-    def named_index(self, expression: str, axes: set[str]) -> str:
-        """An index read at run time (a gather's), named ``j<k>`` once, that varies along ``axes``."""
+    def named_index(self, expression: str, along: str) -> str:
+        """An index read at run time (a gather's), named ``j<k>`` once; it varies along the program
+        axes of the index ``along`` it was read at."""
         if expression not in self._indices:
             name = f"j{len(self._indices)}"
             self._indices[expression] = name
-            self._mask_axes[name] = set(axes)
+            self._mask_axes[name] = self._axes(along)
             self.lines.append(Line(f"{name} = {expression}"))
         return self._indices[expression]
 
@@ -552,7 +549,7 @@ def _take(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) -
     d = _static(dim) % len(shape)
     raw = p.value(idx.name, (index[d],), mask)
     size = p.size(shape[d])
-    at = p.named_index(f"tl.where({raw} < 0, {raw} + {size}, {raw}).to(tl.int64)", p.index_axes(index[d]))
+    at = p.named_index(f"tl.where({raw} < 0, {raw} + {size}, {raw}).to(tl.int64)", index[d])
     inside = p.mask_name(f"{mask} & ({at} >= 0) & ({at} < {size})")
     return p.value(a.name, (*index[:d], at, *index[d + 1:]), inside)
 
