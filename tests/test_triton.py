@@ -320,6 +320,30 @@ def test_a_region_no_kernel_takes_runs_as_its_source_calls():
     assert "no kernel for convert_element_type, mul" in body  # the region's comment says what happened
 
 
+def test_a_row_reduction_wider_than_the_output_row_takes_whole_rows():
+    """Attention sinks (a softmax over the scores and a sink column, the sink's column dropped): the
+    lanes walk the dynamic key dim, as wide as the reduction's row at the bucket's upper edge, one
+    row per program; never one output element per row, which would reduce the whole row for each
+    of its elements (quadratic in S: 300 ms at S=1024 in GPT-OSS's layer, s15_models14)."""
+    from thunder_aot.exporter import ExportRequest, export
+
+    text = export(ExportRequest("tests.view_modules:sink_softmax", ("1x4x[S=1..1024]x[S]:bf16, 1x1x[S]x[S]:bf16",),
+                                backend="triton"), verify=False)
+    assert text.count("@triton.jit") == 1
+    assert "# persistent: one row of 1025 per program in BLOCK=2048 lanes" in text
+    assert "one output element per row" not in text
+
+
+def test_a_region_whose_outputs_would_reduce_each_row_many_times_runs_as_its_source_calls():
+    """Two outputs no lane dim serves (the rows, and their sums apart): one output element per row
+    would reduce each row once per element (32 times), so the region runs as its source's calls,
+    and the module matches its source."""
+    result = interpreted_check("tests.view_modules:rows_and_their_sums", "1x[S=1..40]x128:bf16")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "no triton kernel for region aotFusion0" in result.stdout
+    assert "runs as its source's torch calls: torch.Tensor.to x1, torch.Tensor.view x1, torch.amax x1" in result.stdout
+
+
 @pytest.mark.parametrize("backend", ["triton", "nvfuser"])
 def test_a_region_can_use_the_definition_another_region_emits(backend):
     """Regions with the same definition (a layer's input norm in two programs) share one kernel: the

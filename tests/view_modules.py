@@ -120,6 +120,37 @@ class TanhGelu(nn.Module):
         return 0.5 * h * (1.0 + torch.tanh(0.7978845608 * (h + 0.044715 * torch.pow(h, 3.0))))
 
 
+class SinkSoftmax(nn.Module):
+    """GPT-OSS's attention sinks: the scaled, masked scores and one sink logit per head side by side,
+    a softmax over both, the sink's column dropped. The lanes walk the dynamic key dim, and the
+    reductions' rows are one wider than the output's."""
+
+    heads = 4
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sinks = nn.Parameter(torch.randn(self.heads))
+
+    def forward(self, scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        b, h, q, _ = scores.shape
+        logits = scores * 0.125 + mask
+        sinks = self.sinks.reshape(1, -1, 1, 1).expand(b, -1, q, -1)
+        combined = torch.cat([logits, sinks], dim=-1)
+        combined = combined - combined.max(dim=-1, keepdim=True).values
+        return torch.softmax(combined, dim=-1, dtype=combined.dtype)[..., :-1]
+
+
+class RowsAndTheirSums(nn.Module):
+    """A row's values and, apart, its sum, from one view: no lane dim serves both outputs, and one
+    output element per row would reduce each 32-wide row for each of its 32 elements; the region
+    runs as its source's torch calls."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        b, s, _ = x.shape
+        h = x.view(b, s, 4, 32).float()
+        return (h - h.amax(-1, keepdim=True)).exp().transpose(1, 2), h.sum(-1)
+
+
 def _seeded(module: nn.Module) -> nn.Module:
     torch.manual_seed(5)
     for name, p in module.named_parameters():
@@ -167,6 +198,7 @@ KERNELS = [
     ("tests.view_modules:heads_mean_square", "1x[S=1..40]x128:bf16"),
     ("tests.view_modules:tanh_gelu", "1x[S=1..40]x128:fp32"),
     ("tests.view_modules:norm_then_transpose_then_mix", "1x[S=1..40]x128:fp32"),
+    ("tests.view_modules:sink_softmax", "1x4x[S=1..40]x[S]:bf16, 1x1x[S]x[S]:bf16"),
 ]
 #: (import path, shapes): a region no Triton kernel takes
 SOURCE_CALLS = [("tests.view_modules:column_softmax", "[2..9000]x8:bf16")]
@@ -182,3 +214,12 @@ def heads_mean_square() -> HeadsMeanSquare:
 
 def tanh_gelu() -> TanhGelu:
     return TanhGelu()
+
+
+def sink_softmax() -> SinkSoftmax:
+    torch.manual_seed(6)
+    return SinkSoftmax().to(torch.bfloat16)
+
+
+def rows_and_their_sums() -> RowsAndTheirSums:
+    return RowsAndTheirSums()

@@ -42,6 +42,10 @@
 #          new modules, memcheck), the GPT-OSS mask-layer stack with graphs, then the GPT-OSS-shaped model at S = 1, 16
 #   models14: memcheck of the Triton kernels, the GPT-OSS mask-layer stack test (judged by check_chosen), then the
 #          GPT-OSS-shaped layer's device time by kernel (tools/layer_profile.py: Triton, nvFuser, torch.compile)
+#   models15: after the whole-row sink softmax and 32-bit indices: the GPT-OSS-shaped model at S = 1, 16, then the
+#          Triton kernel GPU tests (examples, index kernels, memcheck)
+#   models16: the GPT-OSS-shaped layer benched (Triton, nvFuser, torch.compile at S = 1, 16, 128, 1024), then its
+#          Triton device time by kernel at S = 1, 16, 1024
 #   final: after a Triton change: the Triton GPU tests (also cuda:1, models), the Triton hot-path layers,
 #          then rmsnorm and softmax benched
 set -u
@@ -148,6 +152,17 @@ elif [ "${1:-full}" = models14 ]; then
       -k "gpt_oss_mask_layer_stack and triton"
   step 330 gpt_oss_profile env PYTHONUNBUFFERED=1 python3 tools/layer_profile.py thunder_aot.examples.hf:gpt_oss_decoder_layer_mask \
       "1x[S=1..1024]x2880:bf16, 1x[S]x32:bf16, 1x[S]x32:bf16, 1x1x[S]x[S]:bf16" --sizes 1,16,128,1024 --top 40 \
+      --out "$W/gpt_oss_profile.md"
+elif [ "${1:-full}" = models15 ]; then
+  model_bench 370 gpt_oss_model gpt_oss_causal_lm 1,16 "torch.compile(layers)"
+  step 200 gpu_triton python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -rs --tb=short \
+      -k "triton_matches or regions_with_views or memcheck"
+elif [ "${1:-full}" = models16 ]; then
+  step 300 gpt_oss_layer env PYTHONUNBUFFERED=1 python3 -m thunder_aot bench thunder_aot.examples.hf:gpt_oss_decoder_layer_mask \
+      --shapes "1x[S=1..1024]x2880:bf16, 1x[S]x32:bf16, 1x[S]x32:bf16, 1x1x[S]x[S]:bf16" --backends triton,nvfuser \
+      --sizes 1,16,128,1024 --rounds 3 --min-run-time 0.05 --skip thunder.jit,thunderfx --out "$W/gpt_oss_layer"
+  step 200 gpt_oss_profile env PYTHONUNBUFFERED=1 python3 tools/layer_profile.py thunder_aot.examples.hf:gpt_oss_decoder_layer_mask \
+      "1x[S=1..1024]x2880:bf16, 1x[S]x32:bf16, 1x[S]x32:bf16, 1x1x[S]x[S]:bf16" --sizes 1,16,1024 --backends triton --top 40 \
       --out "$W/gpt_oss_profile.md"
 elif [ "${1:-full}" = final ]; then
   step 150 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads or second_gpu"

@@ -22,6 +22,7 @@ here, raises :class:`~thunder_aot.backends.triton.lowering.Unsupported`.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,6 +37,12 @@ from thunder_aot.model import Const, Dim, DimRange, DType, PrimOp, Ref, Region, 
 #: elements per program and warps: a flat pointwise kernel's usual tile (1024 lanes, as TILE_LANES)
 BLOCK = 1024
 NUM_WARPS = 4
+#: 32-bit index arithmetic below this many elements per tensor: half of 2**31, so that the
+#: masked lanes past a tensor's end (the last program's, a cat's other pieces) stay in range too
+INDEX32_LIMIT = 2**30
+#: one output element per row: the most output elements per reduction result (each recomputes the
+#: reductions it reads; a sum over top-k experts per hidden element is one)
+RECOMPUTE_LIMIT = 8
 
 Index = tuple[str, ...]  # one Triton integer expression per dim of a value
 
@@ -59,7 +66,9 @@ class PointwiseProgram:
         ranks = {len(v.spec.shape) for v in region.outputs}
         if not any(op.prim in REDUCTIONS for op in region.ops):
             return (-1,)
-        outer = tuple(range(ranks.pop() - 2, -1, -1)) if len(ranks) == 1 else ()
+        rank = ranks.pop() if len(ranks) == 1 else 0
+        # an outer dim of size 1 in every output has nothing for the lanes to walk
+        outer = tuple(d for d in range(rank - 2, -1, -1) if any(v.spec.shape[d] != 1 for v in region.outputs))
         # None: no output keeps the reduced dim (x.sum(1)): each output element is a row, the
         # lanes walk the reduced dim of the reduction's operand only
         return (-1, *outer, None)
@@ -83,23 +92,33 @@ class PointwiseProgram:
         self.plan: Schedule | None = None
         #: the outputs' dim the lanes walk in a tile (the innermost, or an outer one: see lane_dims)
         self.lane_dim = lane_dim
+        reductions = [op for op in region.ops if op.prim in REDUCTIONS]
+        #: the widest row a reduction reduces (its range's upper edge where dynamic; None: unbounded)
+        reduced = [self._upper_size(_reduced_dim(self, op)[2]) for op in reductions]
         if self.tiled and lane_dim is None:
-            sizes = [_reduced_dim(self, op)[2] for op in region.ops if op.prim in REDUCTIONS]
-            widest = max((d if isinstance(d, int) else self._upper(d) or MAX_BLOCK + 1) for d in sizes)
+            widest = max(MAX_BLOCK + 1 if w is None else w for w in reduced)
             if widest > MAX_BLOCK:
                 raise Unsupported("a reduction wider than a tile's lanes")
+            self._refuse_recomputed_rows(reductions)
             self.width, self.widest = None, widest
-            self.plan = schedule(widest, self._max_rows())
+            plan = schedule(widest, self._max_rows())
+            # each lane of such a tile computes a whole output element (GPT-OSS's expert combine:
+            # three gathers, a bias, a weight): at 32 lanes per thread its values spill
+            self.plan = dataclasses.replace(plan, num_warps=max(plan.num_warps, min(4, plan.rows * plan.block // 256)))
         elif self.tiled:
             if lane_dim != -1 and len({len(v.spec.shape) for v in region.outputs}) != 1:
                 raise Unsupported("lanes along an outer dim of outputs of different ranks")
             widths = {v.spec.shape[lane_dim] for v in region.outputs}
             width = widths.pop()
-            # a dynamic lane dim (outer dims only: rows of the innermost one are N apart) takes a
-            # tile as wide as its range's upper edge, masked at its run-time size
-            widest = width if isinstance(width, int) or lane_dim == -1 else self._upper(width)
-            if widths or not isinstance(widest, int) or widest > MAX_BLOCK:
-                raise Unsupported("outputs of different, dynamic or too wide rows in a tiled kernel")
+            # a dynamic lane dim takes a tile as wide as its range's upper edge, masked at its
+            # run-time size; the lanes also hold every reduction's row, which may be wider than the
+            # outputs' (a softmax over [logits, sink] whose output drops the sink column)
+            widest = self._upper_size(width)
+            if widths or widest is None or any(w is None for w in reduced):
+                raise Unsupported("outputs of different or unbounded rows in a tiled kernel")
+            widest = max(widest, *reduced)
+            if widest > MAX_BLOCK:
+                raise Unsupported("rows wider than a tile's lanes in a tiled kernel")
             #: the lanes' count in kernel text, and at most
             self.width, self.widest = self.size(width), widest
             self.plan = schedule(widest, self._max_rows())
@@ -174,6 +193,34 @@ class PointwiseProgram:
         """A dynamic size's largest value in the bucket (None without a range)."""
         r = self.ranges.get(d.name)
         return None if r is None else d.at({d.name: r.hi})
+
+    def _upper_size(self, d: Dim) -> int | None:
+        """A size's largest value in the bucket: itself where static (None: a dynamic one without a range)."""
+        return d if isinstance(d, int) else self._upper(d)
+
+    def _numel_upper(self, shape: tuple) -> int | None:
+        """A shape's number of elements at the bucket's upper edges (None: a dim without a range)."""
+        total = 1
+        for d in shape:
+            size = self._upper_size(d)
+            if size is None:
+                return None
+            total *= size
+        return total
+
+    def _refuse_recomputed_rows(self, reductions: list[PrimOp]) -> None:
+        """One output element per row computes each reduction it reads over the whole reduced row: an
+        output with many elements per reduced row (a softmax's, which keeps the row) would do a
+        row's work per element, quadratic in the row's width (torch's own kernels are not)."""
+        outputs = [self._numel_upper(v.spec.shape) for v in self.region.outputs]
+        results = [self._numel_upper(op.outputs[0].spec.shape) for op in reductions]
+        if None in outputs or None in results:
+            raise Unsupported("one output element per row without an upper edge for every size")
+        if max(outputs) > RECOMPUTE_LIMIT * min(results):
+            raise Unsupported(
+                f"one output element per row would reduce each row {max(outputs) // min(results)} times "
+                f"(at most {RECOMPUTE_LIMIT})"
+            )
 
     def row_shape(self, shape: tuple) -> tuple:
         """An output's shape without the dim the lanes walk: its rows."""
@@ -277,6 +324,17 @@ class PointwiseProgram:
 
     # --- the kernel -------------------------------------------------------------------------
 
+    @property
+    def program_id(self) -> str:
+        """The program's number, as the index arithmetic's integer type: 32-bit where every tensor of
+        the region has fewer than INDEX32_LIMIT elements at the bucket's upper edges (every flat
+        index, and every partial sum of one, is below its tensor's size; a 64-bit division costs
+        several times a 32-bit one), else 64-bit. Indices read from tensors stay 64-bit."""
+        sizes = [self._numel_upper(spec.shape) for spec in self.specs.values()]
+        if all(n is not None and n < INDEX32_LIMIT for n in sizes):
+            return "tl.program_id(0)"
+        return "tl.program_id(0).to(tl.int64)"
+
     def outputs(self) -> list[Output]:
         return [Output(v, self._product(v.spec.shape)) for v in self.region.outputs]
 
@@ -285,11 +343,11 @@ class PointwiseProgram:
         output its index, the values it needs and its store."""
         outs = self.outputs()
         if not self.tiled:
-            self.lines = [Line("offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)")]
+            self.lines = [Line(f"offs = {self.program_id} * BLOCK + tl.arange(0, BLOCK)")]
         else:
             assert self.plan is not None
             self.lines = [
-                Line(f"row = tl.program_id(0).to(tl.int64) * {self.plan.rows} + tl.arange(0, {self.plan.rows})[:, None]"),
+                Line(f"row = {self.program_id} * {self.plan.rows} + tl.arange(0, {self.plan.rows})[:, None]"),
                 Line("cols = tl.arange(0, BLOCK)[None, :]"),
             ]
         for out in outs:
@@ -308,8 +366,8 @@ class PointwiseProgram:
                 d = self.lane_dim % len(shape)
                 row_index = self.split("row", rows)
                 index = (*row_index[:d], "cols", *row_index[d:])
-                # rows of the innermost dim are N apart; lanes along an outer dim are strided
-                offset = "row * N + cols" if d == len(shape) - 1 else self.flatten(index, shape)
+                # rows of the innermost dim are a row's width apart; lanes along an outer dim are strided
+                offset = f"row * {self.width} + cols" if d == len(shape) - 1 else self.flatten(index, shape)
             result = self.value(out.value.name, index, mask)
             self.lines.append(Line(f"tl.store({out.value.name}_out_ptr + {offset}, {result}, mask={mask})"))
         return self.lines, outs
@@ -477,19 +535,79 @@ def _transpose(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: s
     return p.value(a.name, tuple(inner), mask)
 
 
+def _product_key(dims) -> tuple[int, tuple]:
+    """A product of sizes as (its static factor, its dynamic factors in order): two products are
+    equal where both are (dynamic sizes compared as symbols)."""
+    static, dynamic = 1, []
+    for d in dims:
+        if isinstance(d, int):
+            static *= d
+        else:
+            dynamic.append((d.name, d.coeff, d.offset))
+    return static, tuple(sorted(dynamic))
+
+
+def reshape_groups(in_shape: tuple, out_shape: tuple) -> list[tuple[list[int], list[int]]] | None:
+    """The runs of consecutive input and output dims a reshape maps onto each other (equal
+    products: ``[1, S, 256] -> [1, S, 4, 64]`` is (0|0), (1|1), (2|2, 3)); size-1 dims join the
+    run beside them. None where the runs cannot be told apart from the shapes."""
+    groups: list[tuple[list[int], list[int]]] = []
+    i = j = 0
+    while i < len(in_shape) or j < len(out_shape):
+        dims_in, dims_out = [], []
+        while True:
+            key_in, key_out = _product_key(in_shape[k] for k in dims_in), _product_key(out_shape[k] for k in dims_out)
+            if dims_in and dims_out and key_in == key_out:
+                break
+            sym_in, sym_out = set(key_in[1]), set(key_out[1])
+            grow_in = (not dims_in or sym_in < sym_out or (sym_in == sym_out and key_in[0] < key_out[0])) and i < len(in_shape)
+            grow_out = (not dims_out or sym_out < sym_in or (sym_in == sym_out and key_out[0] < key_in[0])) and j < len(out_shape)
+            if grow_in:
+                dims_in.append(i)
+                i += 1
+            elif grow_out:
+                dims_out.append(j)
+                j += 1
+            else:
+                return None
+        while i < len(in_shape) and in_shape[i] == 1:  # trailing size-1 dims join this run
+            dims_in.append(i)
+            i += 1
+        while j < len(out_shape) and out_shape[j] == 1:
+            dims_out.append(j)
+            j += 1
+        groups.append((dims_in, dims_out))
+    return groups
+
+
 def _reshape(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) -> str:
-    """The same elements in row-major order: the output index flattened, re-split over the input's
-    shape. Where only size-1 dims come or go, the index carries over dim for dim."""
+    """The same elements in row-major order. Each run of output dims that makes up a run of input
+    dims (:func:`reshape_groups`) is flattened and re-split over those input dims alone: a merge
+    of dims is a sum of strided indices, a split divides one index (no division of a sum).
+    Shapes without such runs: the whole output index flattened, re-split over the input's shape."""
     a = op.args[0]
     assert isinstance(a, Ref)
     shape, out_shape = p.specs[a.name].shape, op.outputs[0].spec.shape
-    kept_in = [d for d in shape if d != 1]
-    kept_out = [(i, d) for i, d in zip(index, out_shape) if d != 1]
-    if kept_in == [d for _, d in kept_out]:
-        carried = iter(i for i, _ in kept_out)
-        return p.value(a.name, tuple("0" if d == 1 else next(carried) for d in shape), mask)
-    flat = p.flatten(index, out_shape)
-    return p.value(a.name, p.split(f"({flat})", shape), mask)
+    groups = reshape_groups(shape, out_shape)
+    if groups is None:
+        flat = p.flatten(index, out_shape)
+        return p.value(a.name, p.split(f"({flat})", shape), mask)
+    inner = [""] * len(shape)
+    for dims_in, dims_out in groups:
+        sub_in = tuple(shape[k] for k in dims_in)
+        sub_out = tuple(out_shape[k] for k in dims_out)
+        kept_out = [(index[k], out_shape[k]) for k in dims_out if out_shape[k] != 1]
+        kept_in = [k for k in dims_in if shape[k] != 1]
+        if len(kept_in) <= 1 and len(kept_out) <= 1:  # one dim each side (or none): the index carries over
+            carried = kept_out[0][0] if kept_out else "0"
+            for k in dims_in:
+                inner[k] = carried if k in kept_in else "0"
+            continue
+        flat = p.flatten(tuple(index[k] for k in dims_out), sub_out)
+        split = p.split(flat if _is_name(flat) else f"({flat})", sub_in)
+        for k, i in zip(dims_in, split):
+            inner[k] = i
+    return p.value(a.name, tuple(inner), mask)
 
 
 def _squeeze(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) -> str:
