@@ -150,3 +150,41 @@ JOINS = [
     # (float32: CUDA's and the CPU's sorts may order equal bfloat16 maxima apart; memcheck's reference runs on the CPU)
     ("tests.kernel_pass_modules:norm_through_gather", "[S=1..40]x64:fp32", 3, 3),
 ]
+
+
+class ExpertRouting(nn.Module):
+    """transformers' grouped-mm experts' bookkeeping (integrations/moe.py) around a per-expert scale
+    in place of the grouped matmuls: the top-k ids sorted, counted per expert (histc), summed up
+    (the offsets), the inverse permutation by ``index_put`` into an empty buffer; what it returns
+    does not depend on how the sort orders equal ids."""
+
+    experts, top_k = 4, 2
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.router = nn.Linear(64, self.experts)
+        self.scale = nn.Parameter(torch.randn(self.experts))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        weights, ids = torch.topk(self.router(x), self.top_k, dim=-1)
+        ids_g, perm = torch.sort(ids.reshape(-1))
+        counts = torch.histc(ids_g.float(), bins=self.experts, min=0, max=self.experts - 1)
+        offsets = torch.cumsum(counts, dim=0, dtype=torch.int32)
+        rows = x[perm // self.top_k] * self.scale[ids_g].unsqueeze(-1) * weights.reshape(-1)[perm].unsqueeze(-1)
+        inv_perm = torch.empty_like(perm)
+        inv_perm[perm] = torch.arange(perm.size(0), device=x.device)
+        out = rows[inv_perm].view(x.shape[0], self.top_k, -1).sum(dim=1)
+        return out, offsets, counts
+
+
+def expert_routing() -> ExpertRouting:
+    torch.manual_seed(11)
+    return ExpertRouting()
+
+
+#: (import path, shapes, torch.sort calls left): routing bookkeeping in one program where it fits
+ROUTINGS = [
+    ("tests.kernel_pass_modules:expert_routing", "[S=1..40]x64:fp32", 0),
+    # 2 x 4100 ids: longer than one program's sort (8192): the bookkeeping stays torch calls
+    ("tests.kernel_pass_modules:expert_routing", "[S=4090..4100]x64:fp32", 1),
+]

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tests.examples import EXPORTS
-from tests.kernel_pass_modules import GATHERS, JOINS
+from tests.kernel_pass_modules import GATHERS, JOINS, ROUTINGS
 from tests.view_modules import KERNELS as VIEW_KERNELS
 from tests.view_modules import SOURCE_CALLS as VIEW_SOURCE_CALLS
 from tests.helpers import compare_at_every_bucket
@@ -106,7 +106,7 @@ def test_triton_matches_eager_writes_every_element_and_replays_in_a_cuda_graph(s
             check_outputs(module, [*fresh], out, f"{stem} (triton) CUDA graph replay")
 
 
-_INDEXED = VIEW_KERNELS + VIEW_SOURCE_CALLS + [g[:2] for g in GATHERS + JOINS]
+_INDEXED = VIEW_KERNELS + VIEW_SOURCE_CALLS + [g[:2] for g in GATHERS + JOINS + ROUTINGS[:1]]
 
 
 @pytest.mark.parametrize("source,shapes", _INDEXED, ids=[k[0].split(":")[1] for k in _INDEXED])

@@ -11,7 +11,7 @@ import re
 import pytest
 import torch
 
-from tests.kernel_pass_modules import GATHERS, JOINS
+from tests.kernel_pass_modules import GATHERS, JOINS, ROUTINGS
 from tests.helpers import interpreted_check
 from thunder_aot.backends.torch import TORCH_PRIMS, OpContext
 from thunder_aot.exporter.gather import take_op
@@ -30,6 +30,11 @@ def _text(source: str, shapes: str, backend: str) -> str:
 
 def _forward(text: str) -> str:
     return text[text.index("\ndef forward("):]
+
+
+def _code(text: str) -> str:
+    """The lines of generated code, without its comments (which quote the source's calls)."""
+    return "\n".join(line for line in text.splitlines() if not line.strip().startswith("#"))
 
 
 @pytest.mark.traces
@@ -107,3 +112,26 @@ def test_a_slice_argument_of_a_torch_call_generalises_and_renders_as_python():
     x = torch.arange(40.0).reshape(8, 5)
     assert eval(render_arg(key), {"S": 8}) == (slice(None, 7, None), 0)
     torch.testing.assert_close(x[eval(render_arg(key), {"S": 8})], x[:7, 0])
+
+
+@pytest.mark.traces
+@pytest.mark.parametrize("source,shapes,sorts", ROUTINGS, ids=["fits", "too_long"])
+def test_routing_bookkeeping_is_one_program_where_the_sort_fits(source, shapes, sorts):
+    """The sort of top-k ids, histc, cumsum and the inverse permutation: one kernel of one program
+    (the ids bounded by the expert count: keys id * BLOCK + position); past 8192 ids, torch's calls.
+    The torch and nvFuser backends keep torch's calls."""
+    forward = _code(_forward(_text(source, shapes, "triton")))
+    assert forward.count("torch.sort(") == sorts
+    for call in ("torch.histc(", "torch.cumsum(", "torch.index_put("):
+        assert (call in forward) == bool(sorts), call
+    assert ("_routing.launch(" in forward) == (not sorts)
+    assert "torch.sort(" in _code(_forward(_text(source, shapes, "torch")))
+
+
+def test_routing_matches_its_source_under_the_interpreter():
+    """The routing program's outputs (offsets, counts, the rows put back by the inverse
+    permutation) match the source at every bucket edge and inside, outputs poisoned."""
+    source, shapes, _ = ROUTINGS[0]
+    result = interpreted_check(source, shapes)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.splitlines()[-1].startswith("ok ")

@@ -56,11 +56,13 @@ def test_gpt_oss_layer_with_triton_kernels_verifies_under_the_interpreter(tmp_pa
                            "--out", str(out)], cwd=ROOT, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "no triton kernel" not in done.stderr and "(against float64; seed" in done.stderr, done.stderr[-3000:]
-    # the routing's gathers load inside their readers' kernels (exporter.gather), and the regions
-    # Thunder left apart around them are joined (exporter.join): 10 kernels, where there were 16
+    # the routing's gathers load inside their readers' kernels (exporter.gather), the regions
+    # Thunder left apart around them are joined (exporter.join), and the sort, histc, cumsum and
+    # inverse permutation are one program (exporter.routing): 9 kernels, where there were 16
     (unfused,) = [line for line in done.stderr.splitlines() if "not fused" in line]
-    assert "__getitem__" not in unfused, unfused
-    assert out.read_text().count("@triton.jit") == 10
+    for call in ("__getitem__", "torch.sort", "torch.histc", "torch.cumsum", "torch.index_put", "torch.empty"):
+        assert call not in unfused, unfused
+    assert out.read_text().count("@triton.jit") == 9
 
 
 def test_replace_in_a_transformers_model_keeps_its_outputs():

@@ -424,11 +424,16 @@ def build_program(request: ExportRequest, progress: Progress) -> tuple[Program, 
 
 
 def _kernel_passes(bp: BucketProgram, backend: Backend) -> BucketProgram:
-    """The passes whose outcome the backend's kernels decide: gathers into their readers
-    (exporter.gather), then regions into the regions that read them (exporter.join)."""
+    """The passes whose outcome the backend's kernels decide: a mixture of experts' routing
+    bookkeeping in one program (exporter.routing), gathers into their readers (exporter.gather),
+    then regions into the regions that read them (exporter.join)."""
     def makes_kernel(region: Region) -> bool:
         return backend.region_view(region, bp.bucket.dims).runs_kernel
 
+    if backend.fuses_routing:
+        from thunder_aot.exporter.routing import fuse_routing
+
+        bp = fuse_routing(bp, makes_kernel)
     if backend.gathers_region_inputs:
         from thunder_aot.exporter.gather import absorb_gathers
 

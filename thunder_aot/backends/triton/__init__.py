@@ -21,6 +21,7 @@ from thunder_aot.backends.triton.lowering import Expr, Kind, RowProgram, Unsuppo
 from thunder_aot.backends.triton.pointwise import BLOCK as POINTWISE_BLOCK
 from thunder_aot.backends.triton.pointwise import NUM_WARPS as POINTWISE_WARPS
 from thunder_aot.backends.triton.pointwise import PointwiseProgram
+from thunder_aot.backends.triton.routing import RoutingProgram
 from thunder_aot.model import DimRange, Region
 
 class TritonBackend(Backend):
@@ -42,6 +43,8 @@ class TritonBackend(Backend):
     # its pointwise kernels load an input at the rows an index input names (exporter.gather)
     gathers_region_inputs = True
     joins_regions = True
+    # its one-program kernels sort bounded ids and count them (exporter.routing)
+    fuses_routing = True
 
     def __init__(self) -> None:
         self.torch = TorchBackend()
@@ -67,6 +70,11 @@ class TritonBackend(Backend):
     ) -> TritonRegionView | TorchRegionView:
         """A row kernel where the region fits rows of its innermost dim; else a pointwise kernel
         over its outputs' elements (views inside); else the torch calls it came from."""
+        if region.ops and region.ops[0].prim == "sort_bounded":  # exporter.routing's region
+            try:
+                return self._routing_view(region, dims)
+            except Unsupported:
+                return self.torch.source_view(region, dims)
         try:
             return self._kernel_view(region, dims)
         except Unsupported:
@@ -126,6 +134,31 @@ class TritonBackend(Backend):
             n=n_expr,
             block=block,
             num_warps=warps,
+        )
+
+    def _routing_view(self, region: Region, dims: tuple[DimRange, ...]) -> TritonRegionView:
+        """One program over the routing region's whole 1-D tensors (backends/triton/routing.py)."""
+        prog = RoutingProgram(region, dims)
+        body = prog.body()
+        (source,) = region.inputs
+        outputs = [o.name for o in region.outputs]
+        return TritonRegionView(
+            name=region.name,
+            decorator='@triton.jit(do_not_specialize=["N"])',
+            params=(source.name,),
+            kernel_params=(f"{source.name}_ptr", *(f"{o}_out_ptr" for o in outputs)),
+            n_param="N",
+            body=tuple(body),
+            schedule_note=f"one program: the whole sort of N <= {prog.block} in BLOCK={prog.block} lanes, {prog.num_warps} warps",
+            programs="1",
+            row_count=(),
+            allocations=tuple(
+                _allocation(o.name, [render_dim(d) for d in o.spec.shape], o.spec.dtype, source.name) for o in region.outputs
+            ),
+            launch_args=(source.name, *outputs),
+            n=render_dim(prog.length),
+            block=prog.block,
+            num_warps=prog.num_warps,
         )
 
     def _kernel_view(self, region: Region, dims: tuple[DimRange, ...]) -> TritonRegionView:

@@ -124,6 +124,8 @@ class PointwiseProgram:
             self.plan = schedule(widest, self._max_rows())
         self.lines: list[Line] = []
         self._memo: dict[tuple[str, Index, str], str] = {}
+        #: each expression written so far -> its name (the kernel is straight-line code)
+        self._texts: dict[str, str] = {}
         self._masks: dict[str, str] = {}
         #: a gather's run-time index expression -> its name (``j<k>``)
         self._indices: dict[str, str] = {}
@@ -264,8 +266,11 @@ class PointwiseProgram:
         if _is_name(text) or _is_literal(text):
             self._memo[key] = text
             return text
+        if text in self._texts:  # the same expression reached under another mask: computed once
+            self._memo[key] = self._texts[text]
+            return self._texts[text]
         var = f"v{len(self._memo)}"
-        self._memo[key] = var
+        self._memo[key] = self._texts[text] = var
         self.lines.append(Line(f"{var} = {text}", comment))
         return var
 
