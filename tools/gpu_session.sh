@@ -48,6 +48,8 @@
 #          Triton device time by kernel at S = 1, 16, 1024
 #   models17: after the routing program (exporter.routing) and common expressions computed once in index kernels:
 #          the Triton kernel GPU tests, the GPT-OSS-shaped model at S = 1, 16, then the GPT-OSS stack test
+#   models18: the GPT-OSS-shaped layer at S = 1024 alone (Triton, nvFuser, torch.compile: models16 ran out of time
+#          there), then its Triton device time by kernel at S = 1, 1024
 #   final: after a Triton change: the Triton GPU tests (also cuda:1, models), the Triton hot-path layers,
 #          then rmsnorm and softmax benched
 set -u
@@ -172,6 +174,13 @@ elif [ "${1:-full}" = models17 ]; then
   model_bench 200 gpt_oss_model gpt_oss_causal_lm 1,16 "torch.compile(layers)"
   step 100 gpt_oss_stack_test python3 -m pytest -m gpu tests/test_gpu_models.py -x -p no:cacheprovider -rs --tb=short \
       -k "gpt_oss_mask_layer_stack and triton"
+elif [ "${1:-full}" = models18 ]; then
+  step 360 gpt_oss_layer_1024 env PYTHONUNBUFFERED=1 python3 -m thunder_aot bench thunder_aot.examples.hf:gpt_oss_decoder_layer_mask \
+      --shapes "1x[S=1..1024]x2880:bf16, 1x[S]x32:bf16, 1x[S]x32:bf16, 1x1x[S]x[S]:bf16" --backends triton,nvfuser \
+      --sizes 1024 --rounds 3 --min-run-time 0.05 --skip thunder.jit,thunderfx --out "$W/gpt_oss_layer_1024"
+  step 150 gpt_oss_profile env PYTHONUNBUFFERED=1 python3 tools/layer_profile.py thunder_aot.examples.hf:gpt_oss_decoder_layer_mask \
+      "1x[S=1..1024]x2880:bf16, 1x[S]x32:bf16, 1x[S]x32:bf16, 1x1x[S]x[S]:bf16" --sizes 1,1024 --backends triton --top 40 \
+      --out "$W/gpt_oss_profile.md"
 elif [ "${1:-full}" = final ]; then
   step 150 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads or second_gpu"
   step 70 overhead_triton python3 tools/overhead.py --backends triton --rounds 3 --out "$W/overhead_triton.md"
