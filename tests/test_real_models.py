@@ -65,6 +65,35 @@ def test_gpt_oss_layer_with_triton_kernels_verifies_under_the_interpreter(tmp_pa
     assert out.read_text().count("@triton.jit") == 9
 
 
+MOE_BLOCKS = ["qwen3_moe_block", "mixtral_moe_block", "qwen2_moe_block", "olmoe_block"]
+
+
+@pytest.mark.traces
+@pytest.mark.parametrize("factory", MOE_BLOCKS)
+def test_moe_blocks_route_in_one_program_and_verify_under_the_interpreter(factory, tmp_path):
+    """Every transformers MoE family's grouped-mm bookkeeping (the sort of the top-k ids, histc,
+    cumsum, the inverse permutation) is one routing program (exporter.routing), the ids followed
+    to topk through a region where the family reshapes them there (Qwen3-MoE), and the block
+    verifies against float64 through Triton's interpreter."""
+    import subprocess
+    import sys
+
+    from tests.helpers import ROOT
+
+    pytest.importorskip("triton")
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    out = tmp_path / "block.py"
+    done = subprocess.run([sys.executable, "-m", "thunder_aot", "export", f"thunder_aot.examples.hf:{factory}",
+                           "--shapes", "1x[S=1..24]x256:bf16", "--backend", "triton", "--out", str(out)],
+                          cwd=ROOT, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "no triton kernel" not in done.stderr and "(against float64; seed" in done.stderr, done.stderr[-3000:]
+    (unfused,) = [line for line in done.stderr.splitlines() if "not fused" in line]
+    for call in ("torch.sort", "torch.histc", "torch.cumsum", "torch.index_put", "torch.empty", "__getitem__"):
+        assert call not in unfused, unfused
+    assert "_routing.launch(" in out.read_text()
+
+
 def test_replace_in_a_transformers_model_keeps_its_outputs():
     from transformers.models.llama.modeling_llama import LlamaRMSNorm
 

@@ -199,6 +199,43 @@ def gpt_oss_small_decoder_layer():
     return _randomize(DecoderLayer(GptOssDecoderLayer(config, layer_idx=1)), 24).to(torch.bfloat16)
 
 
+def _moe_block(module_path: str, config_name: str, block_name: str, seed: int, **fields):
+    """A sparse MoE block of a transformers family at test size (hidden 256, 8 experts, 2 per token,
+    grouped-mm experts), bf16."""
+    import importlib
+
+    import transformers
+
+    config = getattr(transformers, config_name)(hidden_size=HIDDEN, num_experts_per_tok=2, **fields)
+    config._experts_implementation = "grouped_mm"
+    block = getattr(importlib.import_module(f"transformers.models.{module_path}"), block_name)(config)
+    return _randomize(block, seed).to(torch.bfloat16)
+
+
+def qwen3_moe_block():
+    """Qwen3-MoE's sparse block (softmax router, top-k renormalized, 8 experts of 128)."""
+    return _moe_block("qwen3_moe.modeling_qwen3_moe", "Qwen3MoeConfig", "Qwen3MoeSparseMoeBlock", 41,
+                      moe_intermediate_size=128, num_experts=8, norm_topk_prob=True)
+
+
+def mixtral_moe_block():
+    """Mixtral's sparse block (8 experts of 128)."""
+    return _moe_block("mixtral.modeling_mixtral", "MixtralConfig", "MixtralSparseMoeBlock", 42,
+                      intermediate_size=128, num_local_experts=8)
+
+
+def qwen2_moe_block():
+    """Qwen2-MoE's sparse block (8 routed experts of 128 and a gated shared expert)."""
+    return _moe_block("qwen2_moe.modeling_qwen2_moe", "Qwen2MoeConfig", "Qwen2MoeSparseMoeBlock", 43,
+                      moe_intermediate_size=128, shared_expert_intermediate_size=256, num_experts=8)
+
+
+def olmoe_block():
+    """OLMoE's sparse block (8 experts of 128)."""
+    return _moe_block("olmoe.modeling_olmoe", "OlmoeConfig", "OlmoeSparseMoeBlock", 44,
+                      intermediate_size=128, num_experts=8)
+
+
 def _small_config(config_class, **overrides):
     """A small config of another transformers family (the Llama examples' sizes), sdpa attention."""
     fields = dict(

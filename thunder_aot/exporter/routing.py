@@ -30,6 +30,8 @@ from thunder_aot.model import (
 INDEX_DTYPES = frozenset({"int64", "int32"})
 #: torch calls that give their input's elements in another shape (the ids flattened)
 _VIEWS = frozenset({"torch.reshape", "torch.Tensor.reshape", "torch.Tensor.view", "torch.flatten"})
+#: region prims that give their input's elements in another shape
+_VIEW_PRIMS = frozenset({"reshape", "shallow_copy", "squeeze"})
 #: region prims the routing program takes (elementwise on one 1-D length, or none)
 REGION_PRIMS = frozenset({"convert_element_type", "iota", "shallow_copy"})
 
@@ -43,9 +45,19 @@ def _kwarg(call: TorchCall, name: str, default=None):
 
 def _id_bound(name: str, producers: dict[str, TorchCall | Region], specs: dict) -> int | None:
     """E where ``name`` holds indices of ``torch.topk`` over a static last dim of size E (through
-    reshapes), else None."""
+    reshapes, as torch calls or inside a region: Qwen3-MoE's ``top_k_index.reshape(-1)`` is fused
+    with the weights' normalization), else None."""
     while True:
         step = producers.get(name)
+        if isinstance(step, Region):
+            made = {o.name: op for op in step.ops for o in op.outputs}
+            inputs = {v.name for v in step.inputs}
+            while name not in inputs:
+                op = made.get(name)
+                if op is None or op.prim not in _VIEW_PRIMS or not op.args or not isinstance(op.args[0], Ref):
+                    return None
+                name = op.args[0].name
+            continue
         if not isinstance(step, TorchCall):
             return None
         if step.target in _VIEWS and step.args and isinstance(step.args[0], Ref):
