@@ -188,3 +188,25 @@ ROUTINGS = [
     # 2 x 4100 ids: longer than one program's sort (8192): the bookkeeping stays torch calls
     ("tests.kernel_pass_modules:expert_routing", "[S=4090..4100]x64:fp32", 1),
 ]
+
+
+class RoutingAfterAWrite(ExpertRouting):
+    """The ids written in place between topk and the sort (an expert-parallel sentinel, out of
+    [0, E)): Thunder's trace makes the write a ``where`` whose result the sort reads, not topk's
+    ids, so nothing bounds them and the sort stays torch's."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        weights, ids = torch.topk(self.router(x), self.top_k, dim=-1)
+        ids.masked_fill_(weights < -1.0, self.experts + 3)
+        ids_g, perm = torch.sort(ids.reshape(-1))
+        counts = torch.histc(ids_g.float(), bins=self.experts, min=0, max=self.experts - 1)
+        offsets = torch.cumsum(counts, dim=0, dtype=torch.int32)
+        return offsets, counts
+
+
+def routing_after_a_write() -> RoutingAfterAWrite:
+    torch.manual_seed(12)
+    return RoutingAfterAWrite()
+
+
+ROUTINGS.append(("tests.kernel_pass_modules:routing_after_a_write", "[S=1..40]x64:fp32", 1))

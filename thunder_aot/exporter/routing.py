@@ -43,10 +43,10 @@ def _kwarg(call: TorchCall, name: str, default=None):
     return default
 
 
-def _id_bound(name: str, producers: dict[str, TorchCall | Region], specs: dict) -> int | None:
-    """E where ``name`` holds indices of ``torch.topk`` over a static last dim of size E (through
-    reshapes, as torch calls or inside a region: Qwen3-MoE's ``top_k_index.reshape(-1)`` is fused
-    with the weights' normalization), else None."""
+def _id_bound(name: str, producers: dict[str, TorchCall | Region], specs: dict) -> tuple[int, TorchCall] | None:
+    """(E, the topk call) where ``name`` holds indices of ``torch.topk`` over a static last dim of
+    size E (through reshapes, as torch calls or inside a region: Qwen3-MoE's
+    ``top_k_index.reshape(-1)`` is fused with the weights' normalization), else None."""
     while True:
         step = producers.get(name)
         if isinstance(step, Region):
@@ -71,12 +71,14 @@ def _id_bound(name: str, producers: dict[str, TorchCall | Region], specs: dict) 
             shape = specs[source.name].shape
             if not shape or dim not in (-1, len(shape) - 1) or not isinstance(shape[-1], int):
                 return None
-            return shape[-1]
+            return shape[-1], step
         return None
 
 
-def _sort_op(call: TorchCall, specs: dict, producers: dict) -> PrimOp | None:
-    """``sort_bounded`` for ``torch.sort`` of 1-D expert ids ascending, else None."""
+def _sort_op(steps: list, i: int, specs: dict, producers: dict) -> PrimOp | None:
+    """``sort_bounded`` for step ``i`` where it is ``torch.sort`` of 1-D expert ids ascending
+    (nothing written in place between the topk and the sort), else None."""
+    call = steps[i]
     if call.target not in ("torch.sort", "torch.Tensor.sort") or len(call.args) != 1 or len(call.outputs) != 2:
         return None
     (x,) = call.args
@@ -84,9 +86,13 @@ def _sort_op(call: TorchCall, specs: dict, producers: dict) -> PrimOp | None:
         return None
     if _kwarg(call, "descending", False) is not False or _kwarg(call, "dim", -1) not in (0, -1):
         return None
-    bound = _id_bound(x.name, producers, specs)
-    if bound is None:
+    found = _id_bound(x.name, producers, specs)
+    if found is None:
         return None
+    bound, topk = found
+    start = next(k for k, s in enumerate(steps) if s is topk)
+    if any(writes_in_place(s) for s in steps[start + 1:i]):
+        return None  # the ids may have been changed after topk made them
     return PrimOp("sort_bounded", call.outputs, (x, Const(bound)), source=call.source)
 
 
@@ -140,7 +146,7 @@ def fuse_routing(program: BucketProgram, makes_kernel: Callable[[Region], bool])
             specs.update({o.name: o.spec for o in step.outputs})
             producers.update({o.name: step for o in step.outputs})
         for i, step in enumerate(steps):
-            sort = _sort_op(step, specs, producers) if isinstance(step, TorchCall) and i not in done else None
+            sort = _sort_op(steps, i, specs, producers) if isinstance(step, TorchCall) and i not in done else None
             if sort is None:
                 continue
             done.add(i)
