@@ -61,6 +61,15 @@ BENCH=(python3 -m thunder_aot bench --backends nvfuser,triton,triton:unchecked -
 #   model_bench LIMIT NAME FACTORY SIZES SKIP [ROUNDS]   (the output under $W/NAME)
 model_bench() { step "$1" "$2" env PYTHONUNBUFFERED=1 python3 -m thunder_aot bench "thunder_aot.examples.hf:$3" --model \
     --backends triton --sizes "$4" --rounds "${6:-2}" --min-run-time 0.05 --skip "$5" --out "$W/$2"; }
+# GPT-OSS's decoder layer with its mask, as the causal LM runs it, and its bucket
+GPT_OSS_LAYER=thunder_aot.examples.hf:gpt_oss_decoder_layer_mask
+GPT_OSS_SHAPES="1x[S=1..1024]x2880:bf16, 1x[S]x32:bf16, 1x[S]x32:bf16, 1x1x[S]x[S]:bf16"
+# the layer benched with both backends and torch.compile:  gpt_oss_layer_bench LIMIT NAME SIZES
+gpt_oss_layer_bench() { step "$1" "$2" env PYTHONUNBUFFERED=1 python3 -m thunder_aot bench "$GPT_OSS_LAYER" --shapes "$GPT_OSS_SHAPES" \
+    --backends triton,nvfuser --sizes "$3" --rounds 3 --min-run-time 0.05 --skip thunder.jit,thunderfx --out "$W/$2"; }
+# the layer's device time by kernel:  gpt_oss_profile LIMIT SIZES [tools/layer_profile.py options]
+gpt_oss_profile() { local limit=$1 sizes=$2; shift 2; step "$limit" gpt_oss_profile env PYTHONUNBUFFERED=1 python3 tools/layer_profile.py \
+    "$GPT_OSS_LAYER" "$GPT_OSS_SHAPES" --sizes "$sizes" --top 40 "$@" --out "$W/gpt_oss_profile.md"; }
 if [ "${1:-full}" = check ]; then
   step 170 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs
   step 60 gated_mlp env PYTHONFAULTHANDLER=1 "${BENCH[@]}" thunder_aot.examples.blocks:gated_mlp --shapes "[1..512]x256:fp32" --sizes 1 --out "$W/gated_mlp"
@@ -107,9 +116,7 @@ elif [ "${1:-full}" = models2 ]; then
   step 200 llama1b_model_1024 env PYTHONUNBUFFERED=1 python3 -m thunder_aot bench thunder_aot.examples.hf:llama_1b_causal_lm --model \
       --backends triton --sizes 1024 --rounds 2 --min-run-time 0.05 --skip 'torch.compile(layers)' --out "$W/llama1b_stack_1024"
 elif [ "${1:-full}" = models3 ]; then
-  step 300 gpt_oss_layer env PYTHONUNBUFFERED=1 python3 -m thunder_aot bench thunder_aot.examples.hf:gpt_oss_decoder_layer_mask \
-      --shapes "1x[S=1..1024]x2880:bf16, 1x[S]x32:bf16, 1x[S]x32:bf16, 1x1x[S]x[S]:bf16" --backends triton,nvfuser \
-      --sizes 1,16,128,1024 --rounds 3 --min-run-time 0.05 --skip thunder.jit,thunderfx --out "$W/gpt_oss_layer"
+  gpt_oss_layer_bench 300 gpt_oss_layer 1,16,128,1024
   step 280 llama1b_cold env PYTHONUNBUFFERED=1 python3 -m thunder_aot bench thunder_aot.examples.hf:llama_1b_causal_lm --model \
       --cold-start --backends triton --sizes 16 --out "$W/llama1b_cold"
 elif [ "${1:-full}" = models4 ]; then
@@ -154,20 +161,14 @@ elif [ "${1:-full}" = models14 ]; then
   step 120 memcheck python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -rs --tb=short -k memcheck
   step 110 gpt_oss_stack_test python3 -m pytest -m gpu tests/test_gpu_models.py -x -p no:cacheprovider -rs --tb=short \
       -k "gpt_oss_mask_layer_stack and triton"
-  step 330 gpt_oss_profile env PYTHONUNBUFFERED=1 python3 tools/layer_profile.py thunder_aot.examples.hf:gpt_oss_decoder_layer_mask \
-      "1x[S=1..1024]x2880:bf16, 1x[S]x32:bf16, 1x[S]x32:bf16, 1x1x[S]x[S]:bf16" --sizes 1,16,128,1024 --top 40 \
-      --out "$W/gpt_oss_profile.md"
+  gpt_oss_profile 330 1,16,128,1024
 elif [ "${1:-full}" = models15 ]; then
   model_bench 370 gpt_oss_model gpt_oss_causal_lm 1,16 "torch.compile(layers)"
   step 200 gpu_triton python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -rs --tb=short \
       -k "triton_matches or regions_with_views or memcheck"
 elif [ "${1:-full}" = models16 ]; then
-  step 300 gpt_oss_layer env PYTHONUNBUFFERED=1 python3 -m thunder_aot bench thunder_aot.examples.hf:gpt_oss_decoder_layer_mask \
-      --shapes "1x[S=1..1024]x2880:bf16, 1x[S]x32:bf16, 1x[S]x32:bf16, 1x1x[S]x[S]:bf16" --backends triton,nvfuser \
-      --sizes 1,16,128,1024 --rounds 3 --min-run-time 0.05 --skip thunder.jit,thunderfx --out "$W/gpt_oss_layer"
-  step 200 gpt_oss_profile env PYTHONUNBUFFERED=1 python3 tools/layer_profile.py thunder_aot.examples.hf:gpt_oss_decoder_layer_mask \
-      "1x[S=1..1024]x2880:bf16, 1x[S]x32:bf16, 1x[S]x32:bf16, 1x1x[S]x[S]:bf16" --sizes 1,16,1024 --backends triton --top 40 \
-      --out "$W/gpt_oss_profile.md"
+  gpt_oss_layer_bench 300 gpt_oss_layer 1,16,128,1024
+  gpt_oss_profile 200 1,16,1024 --backends triton
 elif [ "${1:-full}" = models17 ]; then
   step 120 gpu_triton python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -rs --tb=short \
       -k "triton_matches or regions_with_views or memcheck"
@@ -175,12 +176,8 @@ elif [ "${1:-full}" = models17 ]; then
   step 100 gpt_oss_stack_test python3 -m pytest -m gpu tests/test_gpu_models.py -x -p no:cacheprovider -rs --tb=short \
       -k "gpt_oss_mask_layer_stack and triton"
 elif [ "${1:-full}" = models18 ]; then
-  step 360 gpt_oss_layer_1024 env PYTHONUNBUFFERED=1 python3 -m thunder_aot bench thunder_aot.examples.hf:gpt_oss_decoder_layer_mask \
-      --shapes "1x[S=1..1024]x2880:bf16, 1x[S]x32:bf16, 1x[S]x32:bf16, 1x1x[S]x[S]:bf16" --backends triton,nvfuser \
-      --sizes 1024 --rounds 3 --min-run-time 0.05 --skip thunder.jit,thunderfx --out "$W/gpt_oss_layer_1024"
-  step 150 gpt_oss_profile env PYTHONUNBUFFERED=1 python3 tools/layer_profile.py thunder_aot.examples.hf:gpt_oss_decoder_layer_mask \
-      "1x[S=1..1024]x2880:bf16, 1x[S]x32:bf16, 1x[S]x32:bf16, 1x1x[S]x[S]:bf16" --sizes 1,1024 --backends triton --top 40 \
-      --out "$W/gpt_oss_profile.md"
+  gpt_oss_layer_bench 360 gpt_oss_layer_1024 1024
+  gpt_oss_profile 150 1,1024 --backends triton
 elif [ "${1:-full}" = final ]; then
   step 150 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads or second_gpu"
   step 70 overhead_triton python3 tools/overhead.py --backends triton --rounds 3 --out "$W/overhead_triton.md"

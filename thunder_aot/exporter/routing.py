@@ -22,12 +22,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
+from thunder_aot.exporter.gather import INDEX_DTYPES
 from thunder_aot.exporter.trace import FUSION_PREFIX
 from thunder_aot.model import (
     BucketProgram, Const, PrimOp, Ref, Region, Seq, TorchCall, Value, step_reads, writes_in_place,
 )
 
-INDEX_DTYPES = frozenset({"int64", "int32"})
 #: torch calls that give their input's elements in another shape (the ids flattened)
 _VIEWS = frozenset({"torch.reshape", "torch.Tensor.reshape", "torch.Tensor.view", "torch.flatten"})
 #: region prims that give their input's elements in another shape

@@ -233,17 +233,8 @@ class PointwiseProgram:
 
     def _max_rows(self) -> int | None:
         """The most rows (elements / lane dim's size) an output has at the bucket's upper edges."""
-        most = 0
-        for v in self.region.outputs:
-            rows = 1
-            for d in self.row_shape(v.spec.shape):
-                if not isinstance(d, int):
-                    if d.name not in self.ranges:
-                        return None
-                    d = d.at({d.name: self.ranges[d.name].hi})
-                rows *= d
-            most = max(most, rows)
-        return most
+        rows = [self._numel_upper(self.row_shape(v.spec.shape)) for v in self.region.outputs]
+        return None if None in rows else max(rows)
 
     # --- values -----------------------------------------------------------------------------
 

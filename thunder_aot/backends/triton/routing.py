@@ -15,14 +15,11 @@ from dataclasses import dataclass
 
 from thunder_aot.backends.base import Line, source_comments
 from thunder_aot.backends.triton.lowering import TL_DTYPES, Unsupported
+from thunder_aot.backends.triton.schedule import _next_pow2
 from thunder_aot.model import Const, DimRange, DType, PrimOp, Ref, Region
 
 #: the longest sort one program takes (keys in registers: 32 per thread at 8 warps)
 MAX_BLOCK = 8192
-
-
-def _next_pow2(n: int) -> int:
-    return 1 << (n - 1).bit_length()
 
 
 @dataclass(frozen=True)
@@ -128,9 +125,10 @@ class RoutingProgram:
         bins, lo, hi = (c.value for c in op.args[1:])
         if a.lanes != "offs" or not isinstance(bins, int) or bins < 1:
             raise Unsupported("histc of other than the sort's length")
-        lanes = self.bins.setdefault(bins, f"bins{bins}")
-        if not any(line.code.startswith(f"{lanes} = ") for line in self.lines):
-            self.lines.append(Line(f"{lanes} = tl.arange(0, {_next_pow2(max(bins, 2))})"))
+        if bins not in self.bins:
+            self.bins[bins] = f"bins{bins}"
+            self.lines.append(Line(f"bins{bins} = tl.arange(0, {_next_pow2(max(bins, 2))})"))
+        lanes = self.bins[bins]
         out = op.outputs[0].name
         self.set(f"{out}_x", f"({a.text}).to(tl.float32)", "offs")
         self.set(f"{out}_in", f"m & ({out}_x >= {float(lo)!r}) & ({out}_x <= {float(hi)!r})", "offs")
