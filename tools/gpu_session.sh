@@ -50,6 +50,10 @@
 #          the Triton kernel GPU tests, the GPT-OSS-shaped model at S = 1, 16, then the GPT-OSS stack test
 #   models18: the GPT-OSS-shaped layer at S = 1024 alone (Triton, nvFuser, torch.compile: models16 ran out of time
 #          there), then its Triton device time by kernel at S = 1, 1024
+#   models19: the MoE blocks of four transformers families on the GPU (Triton export verified there, CUDA-graph
+#          replay judged by check_chosen), then the GPT-OSS-shaped layer at S = 1024 (Triton, nvFuser, torch.compile)
+#   models20: the Llama causal LM at S = 2, 4, 8, 15, 32, 64 (models5's first half)
+#   models21: the Llama causal LM at S = 256, 512, 568, 1369, 2048 without reduce-overhead (the issue asks it at S <= 16)
 #   final: after a Triton change: the Triton GPU tests (also cuda:1, models), the Triton hot-path layers,
 #          then rmsnorm and softmax benched
 set -u
@@ -178,6 +182,13 @@ elif [ "${1:-full}" = models17 ]; then
 elif [ "${1:-full}" = models18 ]; then
   gpt_oss_layer_bench 360 gpt_oss_layer_1024 1024
   gpt_oss_profile 150 1,1024 --backends triton
+elif [ "${1:-full}" = models19 ]; then
+  step 240 gpu_moe python3 -m pytest -m gpu tests/test_gpu_models.py -q -p no:cacheprovider -rs -k moe_blocks
+  gpt_oss_layer_bench 330 gpt_oss_layer_1024 1024
+elif [ "${1:-full}" = models20 ]; then
+  model_bench 420 llama1b_small llama_1b_causal_lm 2,4,8,15,32,64 "torch.compile(layers)"
+elif [ "${1:-full}" = models21 ]; then
+  model_bench 500 llama1b_large llama_1b_causal_lm 256,512,568,1369,2048 "torch.compile(layers),torch.compile(reduce-overhead)"
 elif [ "${1:-full}" = final ]; then
   step 150 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads or second_gpu"
   step 70 overhead_triton python3 tools/overhead.py --backends triton --rounds 3 --out "$W/overhead_triton.md"
