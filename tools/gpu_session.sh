@@ -52,7 +52,9 @@
 #          there), then its Triton device time by kernel at S = 1, 1024
 #   models19: the MoE blocks of four transformers families on the GPU (Triton export verified there, CUDA-graph
 #          replay judged by check_chosen), then the GPT-OSS-shaped layer at S = 1024 (Triton, nvFuser, torch.compile)
-#   models20: the Llama causal LM at S = 2, 4, 8, 15, 32, 64 (models5's first half)
+#   models20: the Llama causal LM's cold start at S = 16 (models12's step) after the examples draw their random
+#          weights on the GPU, where the model lives
+#   models22: the Llama causal LM at S = 2, 4, 8, 15, 32, 64 (models5's first half)
 #   models21: the Llama causal LM at S = 256, 512, 568, 1369, 2048 without reduce-overhead (the issue asks it at S <= 16)
 #   final: after a Triton change: the Triton GPU tests (also cuda:1, models), the Triton hot-path layers,
 #          then rmsnorm and softmax benched
@@ -186,6 +188,9 @@ elif [ "${1:-full}" = models19 ]; then
   step 240 gpu_moe python3 -m pytest -m gpu tests/test_gpu_models.py -q -p no:cacheprovider -rs -k moe_blocks
   gpt_oss_layer_bench 330 gpt_oss_layer_1024 1024
 elif [ "${1:-full}" = models20 ]; then
+  step 480 llama1b_cold env PYTHONUNBUFFERED=1 python3 -m thunder_aot bench thunder_aot.examples.hf:llama_1b_causal_lm --model \
+      --cold-start --backends triton --sizes 16 --out "$W/llama1b_cold"
+elif [ "${1:-full}" = models22 ]; then
   model_bench 420 llama1b_small llama_1b_causal_lm 2,4,8,15,32,64 "torch.compile(layers)"
 elif [ "${1:-full}" = models21 ]; then
   model_bench 500 llama1b_large llama_1b_causal_lm 256,512,568,1369,2048 "torch.compile(layers),torch.compile(reduce-overhead)"

@@ -15,13 +15,18 @@ HIDDEN = 256
 
 
 def _randomize(module: nn.Module, seed: int) -> nn.Module:
-    gen = torch.Generator().manual_seed(seed)
+    # drawn where each parameter lives: a model built on the GPU (the 1B-shaped causal LMs) takes
+    # milliseconds, where a CPU draw and copy of its billion weights took most of a cold start
+    generators: dict[torch.device, torch.Generator] = {}
     with torch.no_grad():
         for p in module.parameters():
+            if p.device not in generators:
+                generators[p.device] = torch.Generator(device=p.device).manual_seed(seed)
+            noise = torch.randn(p.shape, generator=generators[p.device], device=p.device)
             if p.ndim == 1:  # norm weights around 1 (around 0 for Gemma's offset-by-one weight)
-                p.copy_(torch.randn(p.shape, generator=gen) * 0.1 + p.mean().round().item())
+                p.copy_(noise * 0.1 + p.mean().round().item())
             else:
-                p.copy_(torch.randn(p.shape, generator=gen) * p.shape[-1] ** -0.5)
+                p.copy_(noise * p.shape[-1] ** -0.5)
     return module.eval().requires_grad_(False)
 
 
