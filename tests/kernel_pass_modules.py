@@ -210,3 +210,70 @@ def routing_after_a_write() -> RoutingAfterAWrite:
 
 
 ROUTINGS.append(("tests.kernel_pass_modules:routing_after_a_write", "[S=1..40]x64:fp32", 1))
+
+
+class EagerAttentionTail(nn.Module):
+    """transformers' eager attention after its second matmul: ``attn_output.transpose(1, 2)
+    .contiguous()`` (a real copy: the matmul's result is contiguous in heads-first order), then
+    ``.reshape(...).contiguous()`` (nothing to copy) and the output projection."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.o_proj = nn.Linear(64, 32, bias=False)
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        probs = torch.softmax(torch.matmul(q, k.transpose(2, 3)) * 0.25, dim=-1, dtype=torch.float32).to(q.dtype)
+        out = torch.matmul(probs, v).transpose(1, 2).contiguous()
+        return self.o_proj(out.reshape(*out.shape[:2], -1).contiguous())
+
+
+class CopyIntoNorm(nn.Module):
+    """A matmul's result permuted and copied, then normalized: the copy's region joins the norm's
+    (exporter.join), so no kernel copies it on its own."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(16) * 0.1 + 1)
+
+    def forward(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        y = torch.matmul(x, w).permute(1, 0, 2).contiguous()
+        return y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
+
+
+class SdpaTail(nn.Module):
+    """sdpa's output permuted and copied: on the GPU its kernels return it laid out so that the
+    copy copies nothing; it stays torch calls. The cast back to the input's dtype is a no-op."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.o_proj = nn.Linear(64, 32, bias=False)
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        out = out.transpose(1, 2).contiguous()
+        return self.o_proj(out.reshape(*out.shape[:2], -1).to(q.dtype))
+
+
+def eager_attention_tail() -> EagerAttentionTail:
+    return EagerAttentionTail()
+
+
+def copy_into_norm() -> CopyIntoNorm:
+    return CopyIntoNorm()
+
+
+def sdpa_tail() -> SdpaTail:
+    return SdpaTail()
+
+
+_HEADS = "1x2x[S=1..24]x32"
+_SAME = "1x2x[S]x32"
+#: (import path, shapes, kernels, torch calls the Triton module keeps): exporter.copies
+COPIES = [
+    ("tests.kernel_pass_modules:eager_attention_tail", f"{_HEADS}:fp32, {_SAME}:fp32, {_SAME}:fp32", 2,
+     ["torch.transpose", "torch.matmul", "torch.matmul", "torch.reshape", "torch.nn.functional.linear"]),
+    ("tests.kernel_pass_modules:copy_into_norm", "2x[S=1..24]x8:fp32, 8x16:fp32", 1, ["torch.matmul"]),
+    ("tests.kernel_pass_modules:sdpa_tail", f"{_HEADS}:fp32, {_SAME}:fp32, {_SAME}:fp32", 0,
+     ["torch.nn.functional.scaled_dot_product_attention", "torch.transpose", "torch.Tensor.contiguous",
+      "torch.reshape", "torch.nn.functional.linear"]),
+]

@@ -1,6 +1,7 @@
 """The passes the Triton backend's kernels decide: gathers into kernels (exporter.gather: ``x[idx]``
-that only regions read becomes a ``take`` in each of them, one kernel less per gather) and joined
-regions (exporter.join: a region into the region that first reads it, where one kernel does both);
+that only regions read becomes a ``take`` in each of them, one kernel less per gather), joined
+regions (exporter.join: a region into the region that first reads it, where one kernel does both)
+and copies (exporter.copies: a copy of a permuted view a kernel, calls that copy nothing dropped);
 the modules still compute what their sources do (under Triton's interpreter, outputs poisoned, at
 every bucket's edges and inside, non-finite inputs included)."""
 
@@ -11,7 +12,7 @@ import re
 import pytest
 import torch
 
-from tests.kernel_pass_modules import GATHERS, JOINS, ROUTINGS
+from tests.kernel_pass_modules import COPIES, GATHERS, JOINS, ROUTINGS
 from tests.helpers import interpreted_check
 from thunder_aot.backends.torch import TORCH_PRIMS, OpContext
 from thunder_aot.exporter.gather import take_op
@@ -72,7 +73,8 @@ def test_the_reduction_rule_is_what_keeps_a_gathered_reduction_apart(monkeypatch
 
 
 @pytest.mark.traces
-@pytest.mark.parametrize("source,shapes", [g[:2] for g in GATHERS + JOINS], ids=IDS + [j[0].split(":")[1] for j in JOINS])
+@pytest.mark.parametrize("source,shapes", [g[:2] for g in GATHERS + JOINS + COPIES],
+                         ids=IDS + [j[0].split(":")[1] for j in JOINS + COPIES])
 def test_the_passes_kernels_match_their_source_under_the_interpreter(source, shapes):
     result = interpreted_check(source, shapes)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -137,3 +139,61 @@ def test_routing_matches_its_source_under_the_interpreter():
     result = interpreted_check(source, shapes)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.splitlines()[-1].startswith("ok ")
+
+
+@pytest.mark.traces
+@pytest.mark.parametrize("source,shapes,kernels,calls", COPIES, ids=[c[0].split(":")[1] for c in COPIES])
+def test_copies_of_permuted_views_are_kernels_and_copies_of_nothing_go(source, shapes, kernels, calls):
+    """Eager attention's ``transpose(1, 2).contiguous()`` of a matmul's result is a kernel and its
+    ``reshape(...).contiguous()`` goes; a copy that a norm reads is in the norm's kernel; sdpa's
+    output (laid out so that on the GPU the copy copies nothing) keeps its torch calls. The torch
+    backend keeps each real copy as a call, and drops the one that copies nothing."""
+    from thunder_aot.backends import get_backend
+    from thunder_aot.exporter import ExportRequest, build_program, regions_without_kernels
+    from thunder_aot.model import Region, TorchCall
+
+    program, _, _ = build_program(ExportRequest(source, (shapes,), backend="triton"), progress=lambda m: None)
+    assert not regions_without_kernels(program, get_backend("triton"))
+    for bp in program.programs:
+        assert [s.target for s in bp.steps if isinstance(s, TorchCall)] == calls
+        assert len([s for s in bp.steps if isinstance(s, Region)]) == kernels
+    program, _, _ = build_program(ExportRequest(source, (shapes,), backend="torch"), progress=lambda m: None)
+    copies = [s.target for s in program.programs[0].steps if isinstance(s, TorchCall) and s.target.endswith("contiguous")]
+    assert len(copies) == 1, copies
+
+
+def _call(target: str, out: str, out_dtype: str, *args, **kwargs):
+    from thunder_aot.model import TorchCall
+
+    return TorchCall(target, (Value(out, TensorSpec((4, 8), out_dtype)),), args, tuple(kwargs.items()))
+
+
+def test_calls_that_copy_nothing_are_dropped_and_their_readers_read_the_argument():
+    """``x.to(its own dtype)`` goes, a cast, ``copy=True`` and a device move stay; ``contiguous()``
+    goes after ``contiguous()`` (or a reshape of one) and stays on an input, whose layout the
+    caller decides; a call whose value the program returns stays."""
+    from thunder_aot.exporter.copies import drop_no_op_calls
+    from thunder_aot.model import Bucket, BucketProgram, Const, DeviceArg, DType, Ref, TorchName
+
+    fmt = TorchName("torch.contiguous_format")
+    steps = (
+        _call("torch.Tensor.to", "a", "float32", Ref("x"), dtype=DType("float32"), copy=Const(False)),
+        _call("torch.Tensor.to", "b", "float32", Ref("a"), DType("float32")),
+        _call("torch.Tensor.to", "c", "bfloat16", Ref("b"), dtype=DType("bfloat16")),
+        _call("torch.Tensor.to", "d", "float32", Ref("b"), dtype=DType("float32"), copy=Const(True)),
+        _call("torch.Tensor.to", "e", "float32", Ref("d"), DeviceArg(), dtype=DType("float32")),
+        _call("torch.Tensor.contiguous", "f", "float32", Ref("x"), memory_format=fmt),
+        _call("torch.reshape", "g", "float32", Ref("f"), Const((4, 8))),
+        _call("torch.Tensor.contiguous", "h", "float32", Ref("g"), memory_format=fmt),
+        _call("torch.Tensor.contiguous", "i", "float32", Ref("h")),
+        _call("torch.add", "j", "float32", Ref("b"), Ref("i")),
+        _call("torch.Tensor.to", "k", "float32", Ref("j"), dtype=DType("float32")),
+    )
+    x = Value("x", TensorSpec((4, 8), "float32"))
+    program = BucketProgram(0, Bucket((x.spec,)), (x,), steps, ("c", "e", "k"))
+    kept = drop_no_op_calls(program, lambda region: set())
+    assert [s.outputs[0].name for s in kept.steps] == ["c", "d", "e", "f", "g", "j", "k"]
+    by_name = {s.outputs[0].name: s for s in kept.steps}
+    assert by_name["c"].args[0] == Ref("x") and by_name["d"].args[0] == Ref("x")
+    assert by_name["j"].args == (Ref("x"), Ref("g"))
+    assert kept.outputs == ("c", "e", "k")

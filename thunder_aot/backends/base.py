@@ -172,6 +172,9 @@ class Backend(ABC):
     #: whether a region may take in the region that makes its inputs where one kernel does both
     #: (``exporter.join``: the backend's kernels, not Thunder's fusion pass, decide)
     joins_regions: bool = False
+    #: whether a copy of a permuted view (``y.transpose(1, 2).contiguous()``) may be a region of one
+    #: ``transpose`` prim (``exporter.copies``): the backend's kernels write the outputs they allocate
+    copies_as_kernels: bool = False
     #: whether a mixture of experts' routing bookkeeping (the sort of its expert ids, the counts,
     #: offsets and inverse permutation from it) may be one region of one program (``exporter.routing``)
     fuses_routing: bool = False

@@ -424,12 +424,31 @@ def build_program(request: ExportRequest, progress: Progress) -> tuple[Program, 
 
 
 def _kernel_passes(bp: BucketProgram, backend: Backend) -> BucketProgram:
-    """The passes whose outcome the backend's kernels decide: a mixture of experts' routing
+    """The passes whose outcome the backend's kernels decide: copies of permuted views as regions
+    and calls that copy nothing dropped (exporter.copies), a mixture of experts' routing
     bookkeeping in one program (exporter.routing), gathers into their readers (exporter.gather),
     then regions into the regions that read them (exporter.join)."""
-    def makes_kernel(region: Region) -> bool:
-        return backend.region_view(region, bp.bucket.dims).runs_kernel
+    views: dict[Region, object] = {}
 
+    def view(region: Region):
+        if region not in views:
+            views[region] = backend.region_view(region, bp.bucket.dims)
+        return views[region]
+
+    def makes_kernel(region: Region) -> bool:
+        return view(region).runs_kernel
+
+    def contiguous_outputs(region: Region) -> set[str]:
+        """The region's outputs a kernel writes contiguously into tensors it allocated."""
+        if not view(region).runs_kernel:
+            return set()
+        return {o.name for o in region.outputs} - set(view(region).strided_outputs)
+
+    from thunder_aot.exporter.copies import copies_to_regions, drop_no_op_calls
+
+    if backend.copies_as_kernels:
+        bp = copies_to_regions(bp, contiguous_outputs, makes_kernel)
+    bp = drop_no_op_calls(bp, contiguous_outputs)
     if backend.fuses_routing:
         from thunder_aot.exporter.routing import fuse_routing
 

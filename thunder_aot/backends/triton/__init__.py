@@ -45,6 +45,8 @@ class TritonBackend(Backend):
     joins_regions = True
     # its one-program kernels sort bounded ids and count them (exporter.routing)
     fuses_routing = True
+    # its kernels write the outputs they allocate, so a copy of a permuted view is a kernel (exporter.copies)
+    copies_as_kernels = True
 
     def __init__(self) -> None:
         self.torch = TorchBackend()
