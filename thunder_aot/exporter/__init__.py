@@ -151,65 +151,123 @@ PLACEMENT_SETTINGS: dict[str, Callable[[object], list[object]]] = {
 }
 
 
-def _trace_ignores(module, others: dict[str, object], program, bucket, env, index, input_names, claimable) -> bool:
+class Traces:
+    """The module's Thunder traces in one export, by the shapes of the inputs traced and the settings
+    changed for it: the parts of a bucket split at an edge, and the setting checks at a size traced
+    before, reuse what was traced (a decoder layer's ``[S=1..N]``, split at ``S=1``, traces 8 times
+    where it traced 15). Tracing does not depend on the bucket, only on the inputs' shapes."""
+
+    def __init__(self, module: torch.nn.Module, input_names: list[str], claimable: list) -> None:
+        self.module, self.input_names, self.claimable = module, input_names, claimable
+        self._traced: dict[tuple, object] = {}
+        self._conditions: dict[tuple, object] = {}
+
+    @staticmethod
+    def _shapes(args: list[torch.Tensor]) -> tuple:
+        return tuple((tuple(a.shape), a.dtype) for a in args)
+
+    @staticmethod
+    def _key(args: list[torch.Tensor], settings: dict[str, object] | None) -> tuple:
+        return Traces._shapes(args), tuple(sorted((p, repr(v)) for p, v in (settings or {}).items()))
+
+    def has(self, bucket: Bucket, env: dict[str, int]) -> bool:
+        return self._key(_sample_args(bucket, env), None) in self._traced
+
+    def trace(self, bucket: Bucket, env: dict[str, int], settings: dict[str, object] | None = None):
+        """The trace at ``env`` with each setting ``path`` of ``settings`` set to its value (an
+        ExportError where Thunder cannot trace it so, raised again each time it is asked for)."""
+        from thunder_aot.exporter.trace import trace_module
+        from thunder_aot.runtime import setting
+
+        args = _sample_args(bucket, env)
+        key = self._key(args, settings)
+        if key not in self._traced:
+            saved = []
+            for path, other in (settings or {}).items():
+                parent, _, name = path.rpartition(".")  # PLACEMENT_SETTINGS are attributes: the path ends in ".name"
+                owner = setting(self.module, parent) if parent else self.module
+                saved.append((owner, name, getattr(owner, name)))
+                setattr(owner, name, other)
+            try:
+                self._traced[key] = trace_module(self.module, args, self.input_names, self.claimable)
+            except ExportError as e:
+                self._traced[key] = e
+            finally:
+                for owner, name, before in reversed(saved):
+                    setattr(owner, name, before)
+        found = self._traced[key]
+        if isinstance(found, ExportError):
+            raise found
+        return found
+
+    def size_conditions(self, bucket: Bucket, env: dict[str, int]):
+        """Thunder's symbolic-size trace's tests of the sizes at ``env`` (None: it cannot trace so)."""
+        from thunder_aot.exporter.trace import size_conditions
+
+        args = _sample_args(bucket, env)
+        key = self._shapes(args)
+        if key not in self._conditions:
+            self._conditions[key] = size_conditions(self.module, args, self.input_names)
+        return self._conditions[key]
+
+
+def _trace_ignores(traces: Traces, others: dict[str, object], program, bucket, env, index) -> bool:
     """Whether tracing with each setting ``path`` of ``others`` set to its value gives ``program`` again."""
     from thunder_aot.exporter.generalize import align_names
     from thunder_aot.exporter.lower import Lowerer
-    from thunder_aot.exporter.trace import trace_module
-    from thunder_aot.runtime import setting
 
-    saved = []
-    for path, other in others.items():
-        parent, _, name = path.rpartition(".")  # PLACEMENT_SETTINGS are attributes: the path ends in ".name"
-        owner = setting(module, parent) if parent else module
-        saved.append((owner, name, getattr(owner, name)))
-        setattr(owner, name, other)
     try:
-        traced = trace_module(module, _sample_args(bucket, env), input_names, claimable)
-        return align_names(Lowerer(traced, input_names).lower(index, bucket)[0], program) == program
+        traced = traces.trace(bucket, env, others)
     except ExportError:
         return False
-    finally:
-        for owner, name, before in reversed(saved):
-            setattr(owner, name, before)
+    return align_names(Lowerer(traced, traces.input_names).lower(index, bucket)[0], program) == program
 
 
 def trace_bucket(
-    module: torch.nn.Module, bucket: Bucket, index: int, input_names: list[str], backend: Backend, progress: Progress
+    traces: Traces, bucket: Bucket, index: int, progress: Progress
 ) -> tuple[BucketProgram, list[ProgramInput], bool, dict[str, object]]:
-    from thunder_aot.exporter.trace import prims, trace_module  # first: it imports thunder with its warnings silenced
     from thunder_aot.exporter.generalize import align_names, first_difference, generalize, instantiate
     from thunder_aot.exporter.lower import Lowerer
 
-    claimable = [p for p in prims.PrimIDs if p.name.lower() in backend.prims]
     envs = trace_envs(bucket)
     if not bucket.is_exact:
-        check_size_conditions(module, bucket, input_names, progress)
+        check_size_conditions(traces, bucket, progress)
     concrete: list[BucketProgram] = []
     program_inputs: list[ProgramInput] = []
     returns_tuple = False
     attributes: dict[str, object] = {}
     for env in envs:
-        progress(f"tracing bucket {index} ({format_bucket(bucket)}) at {env or 'its shape'}")
-        traced = trace_module(module, _sample_args(bucket, env), input_names, claimable)
-        program, program_inputs = Lowerer(traced, input_names).lower(index, bucket)
+        again = " (traced before)" if traces.has(bucket, env) else ""
+        progress(f"tracing bucket {index} ({format_bucket(bucket)}) at {env or 'its shape'}{again}")
+        traced = traces.trace(bucket, env)
+        program, program_inputs = Lowerer(traced, traces.input_names).lower(index, bucket)
         attributes.update(traced.attributes)
         returns_tuple = isinstance(traced.outputs, (tuple, list))
         flat = traced.outputs if returns_tuple else (traced.outputs,)
         if not all(isinstance(t, torch.Tensor) for t in flat):
             raise ExportError(
-                f"{type(module).__name__} returns a {type(traced.outputs).__name__}; "
+                f"{type(traces.module).__name__} returns a {type(traced.outputs).__name__}; "
                 "expected a tensor or a tuple of tensors"
             )
         concrete.append(program)
+    general = concrete[0]
+    if not bucket.is_exact:  # before the settings' checks: a bucket split at an edge checks them in its parts
+        general = generalize(concrete[:2], envs[:2])
+        for env, program in zip(envs[2:], concrete[2:]):
+            diff = first_difference(instantiate(general, env), align_names(program, general))
+            if diff is not None:
+                raise EdgeMismatch(
+                    f"bucket {format_bucket(bucket)}: the trace at {env} differs from the traces at {envs[0]} and "
+                    f"{envs[1]} ({diff}); split the bucket so that {env} gets a bucket of its own",
+                    env,
+                )
     others = {p: PLACEMENT_SETTINGS[p.rpartition(".")[2]](v) for p, v in attributes.items()
               if p.rpartition(".")[2] in PLACEMENT_SETTINGS}
     positions = {p: alternatives for p, alternatives in others.items() if alternatives}
 
     def ignored(paths: list[str]) -> bool:
         return all(
-            _trace_ignores(module, {p: positions[p][trial] for p in paths}, concrete[0], bucket, envs[0], index,
-                           input_names, claimable)
+            _trace_ignores(traces, {p: positions[p][trial] for p in paths}, concrete[0], bucket, envs[0], index)
             for trial in (0, 1)
         )
 
@@ -221,17 +279,6 @@ def trace_bucket(
             shown = paths[0] if len(paths) == 1 else f"{paths[0]} and {len(paths) - 1} more"
             progress(f"{shown} {'do' if len(paths) > 1 else 'does'} not change the trace (two other values "
                      "trace alike): the module serves any")
-    if bucket.is_exact:
-        return concrete[0], program_inputs, returns_tuple, attributes
-    general = generalize(concrete[:2], envs[:2])
-    for env, program in zip(envs[2:], concrete[2:]):
-        diff = first_difference(instantiate(general, env), align_names(program, general))
-        if diff is not None:
-            raise EdgeMismatch(
-                f"bucket {format_bucket(bucket)}: the trace at {env} differs from the traces at {envs[0]} and "
-                f"{envs[1]} ({diff}); split the bucket so that {env} gets a bucket of its own",
-                env,
-            )
     return general, program_inputs, returns_tuple, attributes
 
 
@@ -265,15 +312,12 @@ def condition_parts(lo: int, hi: int, op: str, value: int) -> list[tuple[int, in
 _OPERATORS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 
 
-def check_size_conditions(module: torch.nn.Module, bucket: Bucket, input_names: list[str], progress: Progress) -> None:
+def check_size_conditions(traces: Traces, bucket: Bucket, progress: Progress) -> None:
     """Refuse or split a dynamic bucket whose forward tests its dynamic sizes (``x * 3 if
     x.shape[0] == 7 else x * 2``): one trace serves only the sizes on which every test is constant.
     Found from Thunder's symbolic-size trace; where Thunder cannot trace the module so, the
     constant-size traces and the verification's samples are the only defence (export says so)."""
-    from thunder_aot.exporter.trace import size_conditions
-
-    envs = trace_envs(bucket)
-    conditions = size_conditions(module, _sample_args(bucket, envs[0]), input_names)
+    conditions = traces.size_conditions(bucket, trace_envs(bucket)[0])
     if conditions is None:
         progress(f"bucket {format_bucket(bucket)}: Thunder cannot trace it with symbolic sizes; tests of its "
                  "dynamic sizes are looked for by tracing and verifying at sampled sizes only")
@@ -362,12 +406,13 @@ def build_program(request: ExportRequest, progress: Progress) -> tuple[Program, 
     attributes: dict[str, object] = {}
     pending = [buckets[i] for i in dispatch_order(buckets)]
     splits = 0
+    from thunder_aot.exporter.trace import prims  # first: it imports thunder with its warnings silenced
+
+    traces = Traces(module, input_names, [p for p in prims.PrimIDs if p.name.lower() in backend.prims])
     while pending:
         bucket = pending.pop(0)
         try:
-            program, inputs, returns_tuple, read = trace_bucket(
-                module, bucket, len(traced), input_names, backend, progress
-            )
+            program, inputs, returns_tuple, read = trace_bucket(traces, bucket, len(traced), progress)
         except SizeSplit as e:
             splits += 1
             if splits > MAX_EDGE_SPLITS:
