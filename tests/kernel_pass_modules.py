@@ -277,3 +277,35 @@ COPIES = [
      ["torch.nn.functional.scaled_dot_product_attention", "torch.transpose", "torch.Tensor.contiguous",
       "torch.reshape", "torch.nn.functional.linear"]),
 ]
+
+
+class RotaryScores(nn.Module):
+    """Eager attention's scores after a rotary embedding of the keys: ``q @ k.transpose(2, 3)``,
+    the transpose inside the rotary region (as Thunder forms it), read only by the matmul; the
+    region's other output (the rotated keys) is returned too in ``both``."""
+
+    def __init__(self, both: bool = False) -> None:
+        super().__init__()
+        self.both = both
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+        half = k.shape[-1] // 2
+        k = k * cos + torch.cat((-k[..., half:], k[..., :half]), dim=-1) * sin
+        scores = torch.matmul(q, k.transpose(2, 3))
+        return (scores, k) if self.both else scores
+
+
+def rotary_scores() -> RotaryScores:
+    return RotaryScores()
+
+
+def rotary_scores_and_keys() -> RotaryScores:
+    return RotaryScores(both=True)
+
+
+_QK = "1x2x[S=1..24]x32"
+#: (import path, shapes, whether the rotated keys are also returned): exporter.views
+VIEWS = [
+    ("tests.kernel_pass_modules:rotary_scores", f"{_QK}:fp32, 1x2x[S]x32:fp32, 1x1x[S]x32:fp32, 1x1x[S]x32:fp32", False),
+    ("tests.kernel_pass_modules:rotary_scores_and_keys", f"{_QK}:fp32, 1x2x[S]x32:fp32, 1x1x[S]x32:fp32, 1x1x[S]x32:fp32", True),
+]

@@ -12,7 +12,7 @@ import re
 import pytest
 import torch
 
-from tests.kernel_pass_modules import COPIES, GATHERS, JOINS, ROUTINGS
+from tests.kernel_pass_modules import COPIES, GATHERS, JOINS, ROUTINGS, VIEWS
 from tests.helpers import interpreted_check
 from thunder_aot.backends.torch import TORCH_PRIMS, OpContext
 from thunder_aot.exporter.gather import take_op
@@ -73,8 +73,8 @@ def test_the_reduction_rule_is_what_keeps_a_gathered_reduction_apart(monkeypatch
 
 
 @pytest.mark.traces
-@pytest.mark.parametrize("source,shapes", [g[:2] for g in GATHERS + JOINS + COPIES],
-                         ids=IDS + [j[0].split(":")[1] for j in JOINS + COPIES])
+@pytest.mark.parametrize("source,shapes", [g[:2] for g in GATHERS + JOINS + COPIES + VIEWS],
+                         ids=IDS + [j[0].split(":")[1] for j in JOINS + COPIES + VIEWS])
 def test_the_passes_kernels_match_their_source_under_the_interpreter(source, shapes):
     result = interpreted_check(source, shapes)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -160,6 +160,35 @@ def test_copies_of_permuted_views_are_kernels_and_copies_of_nothing_go(source, s
     program, _, _ = build_program(ExportRequest(source, (shapes,), backend="torch"), progress=lambda m: None)
     copies = [s.target for s in program.programs[0].steps if isinstance(s, TorchCall) and s.target.endswith("contiguous")]
     assert len(copies) == 1, copies
+
+
+@pytest.mark.traces
+@pytest.mark.parametrize("source,shapes,returned", VIEWS, ids=[v[0].split(":")[1] for v in VIEWS])
+def test_a_transposed_output_only_matmuls_read_is_stored_untransposed(source, shapes, returned, monkeypatch):
+    """The rotary region's transposed keys, which only the scores' matmul reads, are stored in the
+    order the kernel computes them (tokens, then dims: loads and stores walk the same dims) and the
+    matmul reads a ``torch.permute`` view of them, as eager reads ``k.transpose(2, 3)``; where the
+    module also returns the rotated keys, the kernel writes them once, for both."""
+    from thunder_aot.backends.triton import TritonBackend
+    from thunder_aot.exporter import ExportRequest, build_program
+    from thunder_aot.model import Region, TorchCall
+
+    def steps():
+        program, _, _ = build_program(ExportRequest(source, (shapes,), backend="triton"), progress=lambda m: None)
+        return program.programs[0].steps
+
+    program, _, _ = build_program(ExportRequest(source, (shapes,), backend="triton"), progress=lambda m: None)
+    (region,) = [s for s in steps() if isinstance(s, Region) and any(op.prim == "cat" for op in s.ops)]
+    calls = [s for s in steps() if isinstance(s, TorchCall)]
+    (view,) = [c for c in calls if c.target == "torch.permute"]
+    made = {o.name: o for o in region.outputs}
+    assert view.args[0].name in made and len(region.outputs) == 1  # the keys, once
+    assert (view.args[0].name in program.programs[0].outputs) == returned
+    assert [d if isinstance(d, int) else d.name for d in made[view.args[0].name].spec.shape] == [1, 2, "S", 32]
+    matmul = next(c for c in calls if c.target == "torch.matmul")
+    assert view.outputs[0].name in {a.name for a in matmul.args if hasattr(a, "name")}
+    monkeypatch.setattr(TritonBackend, "views_for_strided_readers", False)
+    assert "torch.permute" not in {s.target for s in steps() if isinstance(s, TorchCall)}
 
 
 def _call(target: str, out: str, out_dtype: str, *args, **kwargs):

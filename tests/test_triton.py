@@ -332,6 +332,26 @@ def test_a_row_reduction_wider_than_the_output_row_takes_whole_rows():
     assert text.count("@triton.jit") == 1
     assert "# persistent: one row of 1025 per program in BLOCK=2048 lanes" in text
     assert "one output element per row" not in text
+    # the output's lanes (S) and the reductions' (S + 1) share every value: the scores load once,
+    # and there are the source's two maxima and one sum, not a second chain for the output
+    kernel = text[text.index("def fusion0_kernel"):text.index("fusion0 = Kernel")]
+    assert kernel.count("tl.load(scores_ptr") == 1 and kernel.count("tl.load(mask__ptr") == 1
+    assert kernel.count("nan_max(") == 2 and kernel.count("tl.sum(") == 1 and kernel.count("tl.exp(") == 1
+
+
+def test_masks_are_sets_of_conditions_less_the_implied_ones():
+    """A mask is the set of its conditions (parentheses and nesting aside), less each one another
+    implies; a value computed under a mask serves any mask that implies it."""
+    from thunder_aot.backends.triton.pointwise import _conjuncts, _implies, _simplest
+
+    assert _conjuncts("m0 & ((cols >= S) & (cols < S + 1))") == ["m0", "cols >= S", "cols < S + 1"]
+    assert _simplest({"row < 4 * S", "cols < S", "cols < (S + 1)"}) == {"row < 4 * S", "cols < S"}
+    kept = _simplest({"cols >= S", "cols >= S + 1", "cols < 32 + 32", "cols < 64"})  # two bounds, equivalent
+    assert len(kept) == 2 and "cols >= S + 1" in kept
+    assert _implies(frozenset({"row < R", "cols < S"}), frozenset({"row < R", "cols < S + 1"}))
+    assert not _implies(frozenset({"row < R", "cols < S + 1"}), frozenset({"row < R", "cols < S"}))
+    assert not _implies(frozenset({"cols < S"}), frozenset({"cols < 2 * S"}))  # only constant offsets compare
+    assert not _implies(frozenset({"cols < S"}), frozenset({"row < R", "cols < S"}))
 
 
 def test_a_region_whose_outputs_would_reduce_each_row_many_times_runs_as_its_source_calls():

@@ -178,6 +178,9 @@ class Backend(ABC):
     #: whether a mixture of experts' routing bookkeeping (the sort of its expert ids, the counts,
     #: offsets and inverse permutation from it) may be one region of one program (``exporter.routing``)
     fuses_routing: bool = False
+    #: whether a region's transposed output that only matmuls read may be written untransposed and
+    #: read through a ``torch.permute`` view (``exporter.views``): what its kernels store is its own choice
+    views_for_strided_readers: bool = False
 
     @property
     def verify_device(self) -> str:

@@ -472,7 +472,8 @@ def _kernel_passes(bp: BucketProgram, backend: Backend) -> BucketProgram:
     """The passes whose outcome the backend's kernels decide: copies of permuted views as regions
     and calls that copy nothing dropped (exporter.copies), a mixture of experts' routing
     bookkeeping in one program (exporter.routing), gathers into their readers (exporter.gather),
-    then regions into the regions that read them (exporter.join)."""
+    regions into the regions that read them (exporter.join), then transposed outputs that only
+    matmuls read written untransposed, read as views (exporter.views)."""
     views: dict[Region, object] = {}
 
     def view(region: Region):
@@ -506,6 +507,10 @@ def _kernel_passes(bp: BucketProgram, backend: Backend) -> BucketProgram:
         from thunder_aot.exporter.join import join_regions
 
         bp = join_regions(bp, makes_kernel)
+    if backend.views_for_strided_readers:
+        from thunder_aot.exporter.views import transposed_outputs_as_views
+
+        bp = transposed_outputs_as_views(bp, makes_kernel)
     return bp
 
 

@@ -19,9 +19,11 @@ from thunder_aot.backends.triton.interpreter import interpreter_rounds_like_the_
 from thunder_aot.backends.triton.launch import TritonRegionView, contiguous_strides
 from thunder_aot.backends.triton.lowering import Expr, Kind, RowProgram, Unsupported
 from thunder_aot.backends.triton.pointwise import BLOCK as POINTWISE_BLOCK
+from thunder_aot.backends.triton.pointwise import MOVES
 from thunder_aot.backends.triton.pointwise import NUM_WARPS as POINTWISE_WARPS
 from thunder_aot.backends.triton.pointwise import PointwiseProgram
 from thunder_aot.backends.triton.routing import RoutingProgram
+from thunder_aot.backends.triton.schedule import MOVE_WARPS
 from thunder_aot.model import DimRange, Region
 
 class TritonBackend(Backend):
@@ -47,6 +49,8 @@ class TritonBackend(Backend):
     fuses_routing = True
     # its kernels write the outputs they allocate, so a copy of a permuted view is a kernel (exporter.copies)
     copies_as_kernels = True
+    # its kernels store a transposed key as computed; the matmul reads a view (exporter.views)
+    views_for_strided_readers = True
 
     def __init__(self) -> None:
         self.torch = TorchBackend()
@@ -117,7 +121,8 @@ class TritonBackend(Backend):
             note = plan.note(prog.widest) + ("" if prog.lane_dim is not None else ", one output element per row")
         else:  # a flat range of elements per program
             n_expr = _largest([_numel_text(o.value.spec.shape) for o in outputs])
-            static, block, warps = n_expr.isdigit(), POINTWISE_BLOCK, POINTWISE_WARPS
+            moves = all(op.prim in MOVES for op in region.ops)
+            static, block, warps = n_expr.isdigit(), POINTWISE_BLOCK, MOVE_WARPS if moves else POINTWISE_WARPS
             programs = str(-(-int(n_expr) // block)) if static else f"triton.cdiv({n_expr}, {block})"
             note = f"pointwise: BLOCK={block} elements per program, {warps} warps"
         runtime = [*size_params, *([] if static else ["N"])]

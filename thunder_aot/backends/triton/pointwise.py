@@ -31,7 +31,7 @@ from thunder_aot.backends.base import Line, render_const, source_comments
 from thunder_aot.backends.triton.lowering import (
     _BINARY, _COMPARISONS, _REDUCE_IDENTITY, _UNARY, TL_DTYPES, Unsupported, half_literal, pow_text,
 )
-from thunder_aot.backends.triton.schedule import MAX_BLOCK, Schedule, schedule
+from thunder_aot.backends.triton.schedule import MAX_BLOCK, Schedule, dense, schedule
 from thunder_aot.model import Const, Dim, DimRange, DType, PrimOp, Ref, Region, Seq, SizeArg, Value
 
 #: elements per program and warps: a flat pointwise kernel's usual tile (1024 lanes, as TILE_LANES)
@@ -122,18 +122,25 @@ class PointwiseProgram:
             #: the lanes' count in kernel text, and at most
             self.width, self.widest = self.size(width), widest
             self.plan = schedule(widest, self._max_rows())
+        #: (value, index) -> the masks it was asked for under in the first of body's two passes
+        self._requests: dict[tuple[str, Index], set[Mask]] | None = None
+        #: each condition's place in the order conditions first appeared (masks render in it)
+        self._order: dict[str, int] = {}
+        self._start()
+
+    def _start(self) -> None:
+        """Empty kernel text and its names (body writes the kernel twice)."""
         self.lines: list[Line] = []
-        self._memo: dict[tuple[str, Index, str], str] = {}
+        self._memo: dict[tuple[str, Index, Mask], str] = {}
         #: each expression written so far -> its name (the kernel is straight-line code)
         self._texts: dict[str, str] = {}
-        self._masks: dict[str, str] = {}
+        #: each named mask's conditions -> its name, and back
+        self._masks: dict[Mask, str] = {}
+        self._atoms: dict[str, Mask] = {}
         #: a gather's run-time index expression -> its name (``j<k>``)
         self._indices: dict[str, str] = {}
-        #: each named mask's program axes (``row``, ``cols``, ``offs``), its named masks' included
+        #: each named mask's or index's program axes (``row``, ``cols``, ``offs``)
         self._mask_axes: dict[str, set[str]] = {}
-        #: a tile's row-and-lane mask -> (its rows' mask, its lanes' condition): a load whose
-        #: address does not vary along rows (or lanes) takes the other part alone
-        self._mask_parts: dict[str, tuple[str, str]] = {}
         self._commented: set[int] = set()
 
     # --- sizes and indices ------------------------------------------------------------------
@@ -183,13 +190,43 @@ class PointwiseProgram:
         return " + ".join(terms) or "0"
 
     def mask_name(self, condition: str) -> str:
-        """A named mask (``m<k> = condition``, written once), so that loads under one condition share it."""
-        if condition not in self._masks:
-            name = f"m{len(self._masks)}"
-            self._masks[condition] = name
-            self._mask_axes[name] = self._axes(condition)
-            self.lines.append(Line(f"{name} = {condition}"))
-        return self._masks[condition]
+        """A named mask (``m<k> = condition``, written once) for a conjunction of conditions and
+        named masks: masks of the same conditions, less those another implies (``cols < S`` implies
+        ``cols < S + 1``), share one name, so that loads and values under them are computed once."""
+        atoms: set[str] = set()
+        for part in _conjuncts(condition):
+            if part in self._atoms:
+                atoms |= self._atoms[part]
+            else:
+                atoms.add(part)
+                self._order.setdefault(part, len(self._order))
+        return self._named(_simplest(atoms))
+
+    def _named(self, atoms: Mask) -> str:
+        """The name of the mask of ``atoms``, written (on the largest named mask it narrows) where new."""
+        if atoms in self._masks:
+            return self._masks[atoms]
+        name = f"m{len(self._masks)}"
+        base = max((m for m in self._masks if m < atoms), key=len, default=frozenset())
+        rest = sorted(atoms - base, key=self._order.__getitem__)
+        parts = ([self._masks[base]] if base else []) + [c if len(rest) + bool(base) == 1 else f"({c})" for c in rest]
+        self._masks[atoms], self._atoms[name] = name, atoms
+        self._mask_axes[name] = set().union(*(self._axes(c) for c in atoms)) if atoms else set()
+        self.lines.append(Line(f"{name} = {' & '.join(parts) or 'True'}"))
+        return name
+
+    def _widest(self, name: str, index: Index, atoms: Mask) -> Mask:
+        """The mask to compute ``name`` at ``index`` under where it is asked for under ``atoms``: of
+        the masks the first pass asked it for under, one that ``atoms`` implies and none implies
+        strictly (each was asked for by the lowering, so its lanes load in bounds; every lane
+        ``atoms`` holds at, it holds at too). A softmax's output and its reductions' operands
+        then share their values where the reductions' rows are wider (a sink column)."""
+        asked = (self._requests or {}).get((name, index), ())
+        if _gathered(" ".join(index)) or any(_gathered(c) for c in atoms):
+            return atoms  # a gather's index names (j<k>) may differ between the passes
+        wider = [m for m in asked if not any(_gathered(c) for c in m) and _implies(atoms, m)]
+        widest = [m for m in wider if not any(o != m and _implies(m, o) for o in wider)]
+        return min(widest, key=lambda m: (len(m), sorted(m)), default=atoms)
 
     def _upper(self, d: Dim) -> int | None:
         """A dynamic size's largest value in the bucket (None without a range)."""
@@ -239,8 +276,16 @@ class PointwiseProgram:
     # --- values -----------------------------------------------------------------------------
 
     def value(self, name: str, index: Index, mask: str) -> str:
-        """The Triton name (or literal) holding value ``name`` at ``index``, computed once."""
-        key = (name, index, mask)
+        """The Triton name (or literal) holding value ``name`` at ``index``, computed once (under the
+        widest mask it is asked for under: :meth:`_widest`)."""
+        atoms = self._atoms[mask]
+        if self._requests is None:
+            self._asked.setdefault((name, index), set()).add(atoms)
+        else:
+            wider = self._widest(name, index, atoms)
+            if wider != atoms:
+                mask, atoms = self._named(wider), wider
+        key = (name, index, atoms)
         if key in self._memo:
             return self._memo[key]
         if name in self.inputs:
@@ -274,11 +319,11 @@ class PointwiseProgram:
         used = self._axes(offset)
         pointer = f"{name}_ptr + {offset}"
         if len(used) < len(axes) and not self._axes(mask) <= used:  # a mask wider than the pointer
-            rows, lanes = self._mask_parts.get(mask, (None, None))
-            if used == {"cols"} and lanes is not None:
-                mask = self.mask_name(lanes)
-            elif used == {"row"} and rows is not None:
-                mask = rows
+            # the conditions along only the axes the address does not vary along are dropped (the
+            # address is the same there); else the pointer is broadcast to the mask
+            kept = frozenset(c for c in self._atoms[mask] if not (self._axes(c) and self._axes(c).isdisjoint(used)))
+            if used and kept and set().union(*(self._axes(c) for c in kept)) <= used:
+                mask = self._named(kept)
             else:
                 shape = f"({self.plan.rows}, BLOCK)" if self.tiled else "(BLOCK,)"
                 pointer = f"tl.broadcast_to({pointer}, {shape})"
@@ -303,9 +348,7 @@ class PointwiseProgram:
 
     def tile_mask(self, lanes: str) -> str:
         """The mask of the tile's valid rows and the lanes where ``lanes`` holds."""
-        mask = self.mask_name(f"{self.row_mask} & ({lanes})")
-        self._mask_parts[mask] = (self.row_mask, lanes)
-        return mask
+        return self.mask_name(f"{self.row_mask} & ({lanes})")
 
     def operand(self, arg, index: Index, mask: str) -> str:
         """An op's operand at ``index``: a value of the region (same shape as the op's output), or a number."""
@@ -336,7 +379,20 @@ class PointwiseProgram:
 
     def body(self) -> tuple[list[Line], list[Output]]:
         """The kernel's statements: the program's elements (flat) or rows and lanes (tiled), then per
-        output its index, the values it needs and its store."""
+        output its index, the values it needs and its store. Written twice: the first pass records
+        the masks each value is asked for under, the second computes each under the widest of them."""
+        self._asked: dict[tuple[str, Index], set[Mask]] = {}
+        self._requests = None
+        self._write()
+        self._requests = self._asked
+        self._start()
+        lines, outs = self._write()
+        lines = _live(lines)
+        if self.tiled:
+            self.plan = dense(self.plan, sum(1 for line in lines if re.match(r"v\d+ = ", line.code)))
+        return lines, outs
+
+    def _write(self) -> tuple[list[Line], list[Output]]:
         outs = self.outputs()
         if not self.tiled:
             self.lines = [Line(f"offs = {self.program_id} * BLOCK + tl.arange(0, BLOCK)")]
@@ -377,6 +433,116 @@ class PointwiseProgram:
         if widest is None or widest > self.plan.block:
             raise Unsupported("a reduction over a dim wider than the tile's lanes")
         return (*index[:dim], "cols", *index[dim:]), self.tile_mask(f"cols < {self.size(size)}")
+
+
+#: a mask: its conditions (each a comparison, without parentheses around it)
+Mask = frozenset[str]
+
+
+def _split_top(text: str, separator: str) -> list[str]:
+    """``text`` split at each ``separator`` outside parentheses."""
+    parts, depth, start, k = [], 0, 0, 0
+    while k < len(text):
+        c = text[k]
+        depth += (c == "(") - (c == ")")
+        if depth == 0 and text.startswith(separator, k):
+            parts.append(text[start:k])
+            k = start = k + len(separator)
+            continue
+        k += 1
+    return [*parts, text[start:]]
+
+
+def _unwrapped(text: str) -> str:
+    """``text`` without the parentheses around the whole of it."""
+    text = text.strip()
+    while text.startswith("(") and _closing(text) == len(text) - 1:
+        text = text[1:-1].strip()
+    return text
+
+
+def _closing(text: str) -> int:
+    """The position of the parenthesis that closes the one ``text`` opens with."""
+    depth = 0
+    for k, c in enumerate(text):
+        depth += (c == "(") - (c == ")")
+        if depth == 0:
+            return k
+    return -1
+
+
+def _conjuncts(condition: str) -> list[str]:
+    """The conditions a conjunction (``a & (b) & (c & d)``) is made of."""
+    parts = _split_top(_unwrapped(condition), " & ")
+    if len(parts) == 1:
+        return parts
+    return [c for part in parts for c in _conjuncts(part)]
+
+
+def _bound(condition: str) -> tuple[str, str, str, int] | None:
+    """``lhs < rhs`` or ``lhs >= rhs`` as (lhs, operator, rhs's symbolic terms, rhs's integer
+    terms summed), else None."""
+    for operator in (" < ", " >= "):
+        sides = _split_top(condition, operator)
+        if len(sides) == 2:
+            symbolic, constant = [], 0
+            for term in _terms(sides[1]):
+                if re.fullmatch(r"-?\d+", term):
+                    constant += int(term)
+                else:
+                    symbolic.append(term)
+            return _unwrapped(sides[0]), operator.strip(), " + ".join(symbolic), constant
+    return None
+
+
+def _terms(text: str) -> list[str]:
+    """The terms of a sum (``(S + 1) + 32``: S, 1, 32)."""
+    parts = _split_top(_unwrapped(text), " + ")
+    return [_unwrapped(parts[0])] if len(parts) == 1 else [t for part in parts for t in _terms(part)]
+
+
+def _implied(a: str, b: str) -> bool:
+    """Condition ``a`` implies ``b`` (the same, or the same bound, tighter)."""
+    if a == b:
+        return True
+    x, y = _bound(a), _bound(b)
+    if x is None or y is None or x[:3] != y[:3]:
+        return False
+    return x[3] <= y[3] if x[1] == "<" else x[3] >= y[3]
+
+
+def _implies(have: Mask, need: Mask) -> bool:
+    """Where every condition of ``have`` holds, every condition of ``need`` holds."""
+    return all(any(_implied(a, b) for a in have) for b in need)
+
+
+def _simplest(atoms: set[str]) -> Mask:
+    """``atoms`` less each condition another of them implies (of two equivalent, the first in order)."""
+    def dropped(b: str) -> bool:
+        return any(a != b and _implied(a, b) and (not _implied(b, a) or a < b) for a in atoms)
+
+    return frozenset(b for b in atoms if not dropped(b))
+
+
+def _gathered(text: str) -> bool:
+    """``text`` reads a gather's run-time index (``j<k>``)."""
+    return re.search(r"\bj\d+\b", text) is not None
+
+
+def _live(lines: list[Line]) -> list[Line]:
+    """``lines`` less the masks and values no later line reads (a mask written for a value then
+    computed under a wider one); a dropped line's source comment moves to the next line kept."""
+    kept: list[Line] = []
+    read: set[str] = set()
+    for line in reversed(lines):
+        defined = re.match(r"([mvj]\d+) = ", line.code)
+        if defined and defined.group(1) not in read:
+            if line.comment and kept and not kept[-1].comment:
+                kept[-1] = Line(kept[-1].code, line.comment)
+            continue
+        read |= set(re.findall(r"\b[mvj]\d+\b", line.code))
+        kept.append(line)
+    return kept[::-1]
 
 
 def _is_name(text: str) -> bool:
@@ -698,6 +864,9 @@ def _var_mean(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: st
     centered = p.value(mean.name, index, mask)
     return f"tl.sum(tl.where({lanes}, ({x} - {centered}) * ({x} - {centered}), 0.0), axis=1, keep_dims=True) / {size - correction}"
 
+
+#: prims that only move elements: a flat kernel of these alone is a copy (schedule.MOVE_WARPS)
+MOVES = frozenset({"transpose", "reshape", "broadcast_in_dim", "squeeze", "slice", "cat", "shallow_copy"})
 
 #: reductions (a region with one is lowered in tiles of rows)
 REDUCTIONS = frozenset({*_REDUCE_IDENTITY, "var_mean"})

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from thunder_aot.backends.base import Line, source_comments
 from thunder_aot.backends.triton.lowering import TL_DTYPES, Unsupported
-from thunder_aot.backends.triton.schedule import _next_pow2
+from thunder_aot.backends.triton.schedule import ROUTING_WARPS, _next_pow2
 from thunder_aot.model import Const, DimRange, DType, PrimOp, Ref, Region
 
 #: the longest sort one program takes (keys in registers: 32 per thread at 8 warps)
@@ -45,7 +45,8 @@ class RoutingProgram:
         if upper is None or upper > MAX_BLOCK:
             raise Unsupported(f"a routing region longer than {MAX_BLOCK} (or without an upper edge)")
         self.block = _next_pow2(max(upper, 2))
-        self.num_warps = 4 if self.block <= 2048 else 8
+        # one program sorts every id: more warps share the sort's compare-and-swap stages
+        self.num_warps = min(ROUTING_WARPS, max(4, self.block // 128))
         self.values: dict[str, Vector] = {}
         self.lines: list[Line] = [Line("offs = tl.arange(0, BLOCK)"), Line("m = offs < N")]
         self.bins: dict[int, str] = {}  # bin count -> its lanes' name

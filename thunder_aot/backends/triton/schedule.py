@@ -13,6 +13,18 @@ LOOP_BLOCK = 8192
 #: to a program (rows per program = TILE_LANES // BLOCK, at most the bucket's rows); the best or
 #: tied best setting at every module of the sweep (bench/results/triton_tiles.md)
 TILE_LANES = 1024
+#: a tiled index kernel computing more values than this per lane (assignments in its body) takes
+#: at most DENSE_LANES lanes per thread: GPT-OSS's sink softmax (24 to 50 values, rows of 1025 in
+#: 2048 lanes) ran 490 µs at 4 warps against 655 at 2 and 526 at 8 at S=1024, where rows of 2880
+#: with 15 to 20 values are fastest at 32 lanes per thread (bench/results/models/s17_warps)
+DENSE_VALUES = 20
+DENSE_LANES = 16
+#: warps of a flat kernel that only moves elements (a transposed copy): 5.6 µs at 8 warps against
+#: 15.2 at 4 for eager attention's output copy at S=1024 (s17_warps)
+MOVE_WARPS = 8
+#: the most warps of a routing program, whose one program sorts up to MAX_BLOCK ids: the sort of
+#: 2048 ids took 24.7 µs at 16 warps against 56.1 at 4 (s17_warps)
+ROUTING_WARPS = 16
 
 
 def _next_pow2(n: int) -> int:
@@ -32,6 +44,14 @@ class Schedule:
         rows = "one row" if self.rows == 1 else f"{self.rows} rows"
         warps = "1 warp" if self.num_warps == 1 else f"{self.num_warps} warps"
         return f"persistent: {rows} of {n} per program in BLOCK={self.block} lanes, {warps}"
+
+
+def dense(plan: Schedule, values: int) -> Schedule:
+    """``plan`` with more warps where the kernel computes more than DENSE_VALUES values per lane."""
+    if values <= DENSE_VALUES or plan.looped:
+        return plan
+    return Schedule(plan.block, max(plan.num_warps, min(16, plan.rows * plan.block // (DENSE_LANES * 32))),
+                    looped=False, rows=plan.rows)
 
 
 def schedule(n: int, max_rows: int | None = None) -> Schedule:
