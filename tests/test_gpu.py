@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tests.examples import EXPORTS
-from tests.kernel_pass_modules import GATHERS, JOINS, ROUTINGS
+from tests.kernel_pass_modules import COPIES, GATHERS, JOINS, ROUTINGS, VIEWS
 from tests.view_modules import KERNELS as VIEW_KERNELS
 from tests.view_modules import SOURCE_CALLS as VIEW_SOURCE_CALLS
 from tests.helpers import compare_at_every_bucket
@@ -106,13 +106,13 @@ def test_triton_matches_eager_writes_every_element_and_replays_in_a_cuda_graph(s
             check_outputs(module, [*fresh], out, f"{stem} (triton) CUDA graph replay")
 
 
-_INDEXED = VIEW_KERNELS + VIEW_SOURCE_CALLS + [g[:2] for g in GATHERS + JOINS + ROUTINGS[:1]]
+_INDEXED = VIEW_KERNELS + VIEW_SOURCE_CALLS + [g[:2] for g in GATHERS + JOINS + ROUTINGS[:1] + COPIES + VIEWS]
 
 
 @pytest.mark.parametrize("source,shapes", _INDEXED, ids=[k[0].split(":")[1] for k in _INDEXED])
 def test_triton_regions_with_views_on_the_gpu(source, shapes):
     """Index kernels (views, transposes, expands, strided slices, cats, reductions under views,
-    gathers and joined regions: tests/kernel_pass_modules.py) and a region run as its source's calls: compiled for the GPU, every output element written, equal to
+    gathers, joined regions, copies and transposed outputs as views: tests/kernel_pass_modules.py) and a region run as its source's calls: compiled for the GPU, every output element written, equal to
     the source at every bucket's edges and inside (non-finite inputs included), and in a CUDA graph."""
     from thunder_aot.exporter import ExportRequest, export
 

@@ -322,27 +322,32 @@ def test_a_region_no_kernel_takes_runs_as_its_source_calls():
 
 def test_a_row_reduction_wider_than_the_output_row_takes_whole_rows():
     """Attention sinks (a softmax over the scores and a sink column, the sink's column dropped): the
-    lanes walk the dynamic key dim, as wide as the reduction's row at the bucket's upper edge, one
-    row per program; never one output element per row, which would reduce the whole row for each
-    of its elements (quadratic in S: 300 ms at S=1024 in GPT-OSS's layer, s15_models14)."""
+    lanes walk the dynamic key dim, one row per program, as wide as the output's row at the
+    bucket's upper edge, and the reductions take the sink column in a tail of lanes past it (not
+    2048 lanes, half of them idle, for a row of 1025); never one output element per row, which
+    would reduce the whole row for each of its elements (quadratic in S: 300 ms at S=1024 in
+    GPT-OSS's layer, s15_models14)."""
     from thunder_aot.exporter import ExportRequest, export
 
     text = export(ExportRequest("tests.view_modules:sink_softmax", ("1x4x[S=1..1024]x[S]:bf16, 1x1x[S]x[S]:bf16",),
                                 backend="triton"), verify=False)
     assert text.count("@triton.jit") == 1
-    assert "# persistent: one row of 1025 per program in BLOCK=2048 lanes" in text
+    assert "# persistent: one row of 1024 per program in BLOCK=1024 lanes" in text
+    assert "the reductions' rows 1 longer in a tail of 1 lanes" in text
     assert "one output element per row" not in text
-    # the output's lanes (S) and the reductions' (S + 1) share every value: the scores load once,
-    # and there are the source's two maxima and one sum, not a second chain for the output
+    # the output's lanes and the reductions' share every value: the scores and the mask load once,
+    # in the tile's lanes only (the tail's lanes hold the sink alone), the sinks once; each of the
+    # source's two maxima and its sum is one reduction over the tile and one over the tail
     kernel = text[text.index("def fusion0_kernel"):text.index("fusion0 = Kernel")]
     assert kernel.count("tl.load(scores_ptr") == 1 and kernel.count("tl.load(mask__ptr") == 1
-    assert kernel.count("nan_max(") == 2 and kernel.count("tl.sum(") == 1 and kernel.count("tl.exp(") == 1
+    assert kernel.count("tl.load(t_sinks_ptr") == 1 and "+ tail)" not in kernel
+    assert kernel.count("nan_max(") == 4 and kernel.count("tl.sum(") == 2 and kernel.count("tl.maximum(") == 2
 
 
 def test_masks_are_sets_of_conditions_less_the_implied_ones():
     """A mask is the set of its conditions (parentheses and nesting aside), less each one another
     implies; a value computed under a mask serves any mask that implies it."""
-    from thunder_aot.backends.triton.pointwise import _conjuncts, _implies, _simplest
+    from thunder_aot.backends.triton.pointwise import _conjuncts, _empty, _implies, _simplest
 
     assert _conjuncts("m0 & ((cols >= S) & (cols < S + 1))") == ["m0", "cols >= S", "cols < S + 1"]
     assert _simplest({"row < 4 * S", "cols < S", "cols < (S + 1)"}) == {"row < 4 * S", "cols < S"}
@@ -352,6 +357,11 @@ def test_masks_are_sets_of_conditions_less_the_implied_ones():
     assert not _implies(frozenset({"row < R", "cols < S + 1"}), frozenset({"row < R", "cols < S"}))
     assert not _implies(frozenset({"cols < S"}), frozenset({"cols < 2 * S"}))  # only constant offsets compare
     assert not _implies(frozenset({"cols < S"}), frozenset({"row < R", "cols < S"}))
+    # a cat's piece that no lane of a mask reads: below a bound and at or above it; a tail lane
+    # (never negative) before the row's end
+    assert _empty({"row < R", "cols < S", "cols >= S"}) and _empty({"cols < S", "cols >= S + 1"})
+    assert _empty({"tail < 1", "(S + tail) < S"}) and not _empty({"tail < 1", "(S + tail) >= S", "(S + tail) < S + 1"})
+    assert not _empty({"cols < S + 1", "cols >= S"}) and not _empty({"cols < S", "cols >= S - 1"})
 
 
 def test_a_region_whose_outputs_would_reduce_each_row_many_times_runs_as_its_source_calls():

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.examples import EXPORTS  # noqa: E402
-from tests.kernel_pass_modules import GATHERS, JOINS, ROUTINGS  # noqa: E402
+from tests.kernel_pass_modules import COPIES, GATHERS, JOINS, ROUTINGS, VIEWS  # noqa: E402
 from thunder_aot.exporter.resolve import resolve_module  # noqa: E402
 from thunder_aot.shapes import parse_shapes  # noqa: E402
 from thunder_aot.verify import bucket_inputs, load_module_from_text  # noqa: E402
@@ -38,7 +38,7 @@ def main() -> int:
     from thunder_aot.exporter import ExportRequest, export
 
     texts = {stem: (ROOT / "generated" / f"{stem}_triton.py").read_text() for stem, _, _ in EXPORTS}
-    modules = [*EXPORTS, *((s.split(":")[1], s, shapes) for s, shapes, *_ in GATHERS + JOINS + ROUTINGS[:1])]
+    modules = [*EXPORTS, *((s.split(":")[1], s, shapes) for s, shapes, *_ in GATHERS + JOINS + ROUTINGS[:1] + COPIES + VIEWS)]
     for stem, source, shapes in modules:
         text = texts.get(stem) or export(ExportRequest(source, (shapes,), backend="triton"), verify=False)
         gen = load_module_from_text(text, f"memcheck_{stem}")

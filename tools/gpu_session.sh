@@ -56,6 +56,9 @@
 #          weights on the GPU, where the model lives
 #   models22: the Llama causal LM at S = 2, 4, 8, 15, 32, 64 (models5's first half)
 #   models21: the Llama causal LM at S = 256, 512, 568, 1369, 2048 without reduce-overhead (the issue asks it at S <= 16)
+#   models23: after the index kernels' shared values and tail lanes, transposed outputs as views and the compiled
+#          nan_max: the Triton kernel GPU tests (examples, index kernels incl. copies and views, memcheck), then the
+#          GPT-OSS-shaped layer at S = 1024 (Triton, nvFuser, torch.compile)
 #   final: after a Triton change: the Triton GPU tests (also cuda:1, models), the Triton hot-path layers,
 #          then rmsnorm and softmax benched
 set -u
@@ -194,6 +197,10 @@ elif [ "${1:-full}" = models22 ]; then
   model_bench 420 llama1b_small llama_1b_causal_lm 2,4,8,15,32,64 "torch.compile(layers)"
 elif [ "${1:-full}" = models21 ]; then
   model_bench 500 llama1b_large llama_1b_causal_lm 256,512,568,1369,2048 "torch.compile(layers),torch.compile(reduce-overhead)"
+elif [ "${1:-full}" = models23 ]; then
+  step 170 gpu_triton python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -rs --tb=short \
+      -k "triton_matches or regions_with_views or memcheck"
+  gpt_oss_layer_bench 330 gpt_oss_layer_1024 1024
 elif [ "${1:-full}" = final ]; then
   step 150 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads or second_gpu"
   step 70 overhead_triton python3 tools/overhead.py --backends triton --rounds 3 --out "$W/overhead_triton.md"

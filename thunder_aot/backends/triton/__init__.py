@@ -119,6 +119,8 @@ class TritonBackend(Backend):
             programs = str(-(-int(rows) // plan.rows)) if rows.isdigit() else f"triton.cdiv({rows}, {plan.rows})"
             n_expr, static, block, warps = str(prog.widest), True, plan.block, plan.num_warps
             note = plan.note(prog.widest) + ("" if prog.lane_dim is not None else ", one output element per row")
+            if prog.tail:
+                note += f", the reductions' rows {max(prog.tails.values())} longer in a tail of {prog.tail} lanes"
         else:  # a flat range of elements per program
             n_expr = _largest([_numel_text(o.value.spec.shape) for o in outputs])
             moves = all(op.prim in MOVES for op in region.ops)

@@ -29,10 +29,10 @@ from dataclasses import dataclass
 
 from thunder_aot.backends.base import Line, render_const, source_comments
 from thunder_aot.backends.triton.lowering import (
-    _BINARY, _COMPARISONS, _REDUCE_IDENTITY, _UNARY, TL_DTYPES, Unsupported, half_literal, pow_text,
+    _BINARY, _COMBINE, _COMPARISONS, _REDUCE_IDENTITY, _UNARY, TL_DTYPES, Unsupported, half_literal, pow_text,
 )
-from thunder_aot.backends.triton.schedule import MAX_BLOCK, Schedule, dense, schedule
-from thunder_aot.model import Const, Dim, DimRange, DType, PrimOp, Ref, Region, Seq, SizeArg, Value
+from thunder_aot.backends.triton.schedule import MAX_BLOCK, Schedule, _next_pow2, dense, schedule
+from thunder_aot.model import Const, Dim, DimRange, DType, PrimOp, Ref, Region, Seq, SizeArg, SymDim, Value
 
 #: elements per program and warps: a flat pointwise kernel's usual tile (1024 lanes, as TILE_LANES)
 BLOCK = 1024
@@ -87,6 +87,8 @@ class PointwiseProgram:
             raise Unsupported("a scalar output")
         #: dynamic sizes the kernel takes at run time, by name
         self.size_params: list[str] = []
+        self.tails: dict[int, int] = {}
+        self.tail = 0
         #: tiles of whole rows where the region reduces; else a flat range of elements
         self.tiled = any(op.prim in REDUCTIONS for op in region.ops)
         self.plan: Schedule | None = None
@@ -116,7 +118,14 @@ class PointwiseProgram:
             widest = self._upper_size(width)
             if widths or widest is None or any(w is None for w in reduced):
                 raise Unsupported("outputs of different or unbounded rows in a tiled kernel")
-            widest = max(widest, *reduced)
+            #: reductions over a row a few elements longer than the outputs' (GPT-OSS's sink column)
+            #: -> that excess: they reduce the tile's lanes, then a tail of lanes past the row
+            self.tails = {id(op): e for op in reductions if (e := _excess(width, _reduced_dim(self, op)[2])) is not None}
+            if any(op.prim not in _REDUCE_IDENTITY for op in reductions if id(op) in self.tails):
+                self.tails = {}
+            #: the tail's lanes (a power of two), 0 without one
+            self.tail = _next_pow2(max(self.tails.values())) if self.tails else 0
+            widest = max([widest, *(w for op, w in zip(reductions, reduced) if id(op) not in self.tails)])
             if widest > MAX_BLOCK:
                 raise Unsupported("rows wider than a tile's lanes in a tiled kernel")
             #: the lanes' count in kernel text, and at most
@@ -315,7 +324,8 @@ class PointwiseProgram:
         wide as the mask (Triton before 3.4 broadcasts the mask to the pointer, never back): an
         address that varies along fewer axes than the program's tile takes the matching part of a
         tile mask, else the pointer is broadcast to the tile."""
-        axes = ("row", "cols") if self.tiled else ("offs",)
+        lanes = "tail" if "tail" in self._axes(offset) | self._axes(mask) else "cols"
+        axes = ("row", lanes) if self.tiled else ("offs",)
         used = self._axes(offset)
         pointer = f"{name}_ptr + {offset}"
         if len(used) < len(axes) and not self._axes(mask) <= used:  # a mask wider than the pointer
@@ -325,13 +335,14 @@ class PointwiseProgram:
             if used and kept and set().union(*(self._axes(c) for c in kept)) <= used:
                 mask = self._named(kept)
             else:
-                shape = f"({self.plan.rows}, BLOCK)" if self.tiled else "(BLOCK,)"
+                width = self.tail if lanes == "tail" else "BLOCK"
+                shape = f"({self.plan.rows}, {width})" if self.tiled else "(BLOCK,)"
                 pointer = f"tl.broadcast_to({pointer}, {shape})"
         return f"tl.load({pointer}, mask={mask}, other=0)"
 
     def _axes(self, text: str) -> set[str]:
         """The program axes an index or mask expression varies along."""
-        axes = {axis for axis in ("row", "cols", "offs") if re.search(rf"\b{axis}\b", text)}
+        axes = {axis for axis in ("row", "cols", "tail", "offs") if re.search(rf"\b{axis}\b", text)}
         for name in re.findall(r"\b[mj]\d+\b", text):
             axes |= self._mask_axes.get(name, set())
         return axes
@@ -401,6 +412,7 @@ class PointwiseProgram:
             self.lines = [
                 Line(f"row = {self.program_id} * {self.plan.rows} + tl.arange(0, {self.plan.rows})[:, None]"),
                 Line("cols = tl.arange(0, BLOCK)[None, :]"),
+                *([Line(f"tail = tl.arange(0, {self.tail})[None, :]")] if self.tail else []),
             ]
         for out in outs:
             shape = out.value.spec.shape
@@ -424,15 +436,23 @@ class PointwiseProgram:
             self.lines.append(Line(f"tl.store({out.value.name}_out_ptr + {offset}, {result}, mask={mask})"))
         return self.lines, outs
 
-    def lanes(self, index: Index, dim: int, size) -> tuple[Index, str]:
-        """For a reduction over ``dim`` at a per-row ``index`` (without that dim): the operand's index
-        with the lanes at ``dim``, and the mask of the row's valid lanes."""
-        if not self.tiled or any("cols" in i for i in index):
+    def lanes(self, op: PrimOp, index: Index, dim: int, size) -> list[tuple[Index, str]]:
+        """For reduction ``op`` over ``dim`` at a per-row ``index`` (without that dim): per part of
+        the reduced row, the operand's index with that part's lanes at ``dim`` and the mask of its
+        valid lanes. One part, the tile's lanes; or, for a row a few elements longer than the
+        outputs' (``self.tails``), the tile's lanes over the outputs' width, then the tail's lanes
+        (``tail``, TAIL of them) past it."""
+        if not self.tiled or any("cols" in i or "tail" in i for i in index):
             raise Unsupported("a reduction whose rows are not the output's rows")
+        if id(op) in self.tails:
+            main = (*index[:dim], "cols", *index[dim:]), self.tile_mask(f"cols < {self.width}")
+            past = f"({self.width} + tail)"
+            rest = (*index[:dim], past, *index[dim:]), self.tile_mask(f"tail < {self.tails[id(op)]}")
+            return [main, rest]
         widest = size if isinstance(size, int) else self._upper(size)
         if widest is None or widest > self.plan.block:
             raise Unsupported("a reduction over a dim wider than the tile's lanes")
-        return (*index[:dim], "cols", *index[dim:]), self.tile_mask(f"cols < {self.size(size)}")
+        return [((*index[:dim], "cols", *index[dim:]), self.tile_mask(f"cols < {self.size(size)}"))]
 
 
 #: a mask: its conditions (each a comparison, without parentheses around it)
@@ -499,6 +519,37 @@ def _terms(text: str) -> list[str]:
     """The terms of a sum (``(S + 1) + 32``: S, 1, 32)."""
     parts = _split_top(_unwrapped(text), " + ")
     return [_unwrapped(parts[0])] if len(parts) == 1 else [t for part in parts for t in _terms(part)]
+
+
+#: the program's lane indices (never negative)
+_LANE_AXES = ("cols", "tail", "row", "offs")
+
+
+def _lane_bound(condition: str) -> tuple[str, str, str, int] | None:
+    """:func:`_bound`, with a lane index past a row (``(W + tail) < W + c``) compared as the lane
+    itself (``tail < c``)."""
+    bound = _bound(condition)
+    if bound is None:
+        return None
+    lhs, operator, symbolic, constant = bound
+    terms = _terms(lhs)
+    lanes = [t for t in terms if t in _LANE_AXES]
+    if len(lanes) == 1 and len(terms) > 1:
+        rest = [t for t in terms if t != lanes[0]]
+        numbers = [int(t) for t in rest if re.fullmatch(r"-?\d+", t)]
+        if " + ".join(t for t in rest if not re.fullmatch(r"-?\d+", t)) == symbolic:
+            return lanes[0], operator, "", constant - sum(numbers)
+    return bound
+
+
+def _empty(atoms: set[str]) -> bool:
+    """Whether no lane satisfies every condition of ``atoms``: a lane index below 0, or below a
+    bound and at or above a bound no smaller (``cols < S`` and ``cols >= S``)."""
+    bounds = [b for b in map(_lane_bound, atoms) if b is not None]
+    if any(lhs in _LANE_AXES and op == "<" and not sym and c <= 0 for lhs, op, sym, c in bounds):
+        return True
+    return any(x[0] == y[0] and x[2] == y[2] and x[1] == "<" and y[1] == ">=" and y[3] >= x[3]
+               for x in bounds for y in bounds)
 
 
 def _implied(a: str, b: str) -> bool:
@@ -809,10 +860,13 @@ def _cat(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) ->
         width = p.size(p.specs[piece.name].shape[d])
         end = width if offset == "0" else f"{offset} + {width}"
         lanes = f"({at} < {end})" if offset == "0" else f"({at} >= {offset}) & ({at} < {end})"
-        piece_mask = p.mask_name(f"{mask} & {lanes}")
-        shifted = at if offset == "0" else f"({at} - ({offset}))"
-        placed.append((end, p.value(piece.name, (*index[:d], shifted, *index[d + 1:]), piece_mask)))
+        if not _empty(p._atoms[mask] | set(_conjuncts(lanes))):  # no lane of the mask reads this piece
+            piece_mask = p.mask_name(f"{mask} & {lanes}")
+            shifted = at if offset == "0" else f"({at} - ({offset}))"
+            placed.append((end, p.value(piece.name, (*index[:d], shifted, *index[d + 1:]), piece_mask)))
         offset = end
+    if not placed:
+        raise Unsupported("a cat read where none of its pieces lies")
     expression = placed[-1][1]
     for end, text in reversed(placed[:-1]):
         expression = f"tl.where({at} < {end}, {text}, {expression})"
@@ -834,6 +888,22 @@ def _take(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) -
     return p.value(a.name, (*index[:d], at, *index[d + 1:]), inside)
 
 
+#: the most elements a reduced row may exceed the outputs' row by and still reduce in a tail
+TAIL_LIMIT = 16
+
+
+def _excess(width, size) -> int | None:
+    """How many elements longer than ``width`` a reduced row of ``size`` is, where that is a
+    constant from 1 to TAIL_LIMIT whatever the bucket's sizes (``S + 1`` against ``S``), else None."""
+    if isinstance(width, int) and isinstance(size, int):
+        excess = size - width
+    elif isinstance(width, SymDim) and isinstance(size, SymDim) and (width.name, width.coeff) == (size.name, size.coeff):
+        excess = size.offset - width.offset
+    else:
+        return None
+    return excess if 0 < excess <= TAIL_LIMIT else None
+
+
 def _reduced_dim(p: PointwiseProgram, op: PrimOp) -> tuple[Ref, int, object]:
     a, dims = op.args[0], op.args[1]
     assert isinstance(a, Ref) and isinstance(dims, Seq)
@@ -845,17 +915,22 @@ def _reduced_dim(p: PointwiseProgram, op: PrimOp) -> tuple[Ref, int, object]:
 
 
 def _reduce(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) -> str:
-    """sum / amax / amin over one dim: the operand across the row's lanes, reduced to a [rows, 1] column."""
+    """sum / amax / amin over one dim: the operand across the row's lanes, reduced to a [rows, 1]
+    column (the tile's lanes and a tail's, each reduced, then combined: PointwiseProgram.lanes)."""
     a, dim, size = _reduced_dim(p, op)
-    inner, lanes = p.lanes(index, dim, size)
     fn, identity = _REDUCE_IDENTITY[op.prim]
-    return f"{fn}(tl.where({lanes}, {p.value(a.name, inner, lanes)}, {identity}), axis=1, keep_dims=True)"
+    parts = [f"{fn}(tl.where({lanes}, {p.value(a.name, inner, lanes)}, {identity}), axis=1, keep_dims=True)"
+             for inner, lanes in p.lanes(op, index, dim, size)]
+    text = parts[0]
+    for part in parts[1:]:
+        text = _COMBINE[fn].format(text, part)
+    return text
 
 
 def _var_mean(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) -> str:
     """(var, mean) over one dim, two passes over the lanes (as the row kernel)."""
     a, dim, size = _reduced_dim(p, op)
-    inner, lanes = p.lanes(index, dim, size)
+    ((inner, lanes),) = p.lanes(op, index, dim, size)
     var, mean = op.outputs
     x = p.value(a.name, inner, lanes)
     if name == mean.name:
