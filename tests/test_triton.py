@@ -388,3 +388,39 @@ def test_a_region_can_use_the_definition_another_region_emits(backend):
     shared = view.sharing("fusion0")
     assert view.template and shared.template == "" and shared.name == "fusion0"
     assert shared.definition_key == view.definition_key
+
+
+_OUT_OF_BOUNDS = """
+import torch, triton, triton.language as tl
+from tests.interpreter_bounds import OutOfBounds, install
+install()
+
+@triton.jit
+def copy(x_ptr, y_ptr, n, extra, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n + extra, other=0), mask=offs < n)
+
+x, y = torch.randn(10), torch.empty(10)
+copy[(1,)](x, y, 10, 0, BLOCK=16)
+assert torch.equal(x, y)
+try:
+    copy[(1,)](x, y, 10, 1, BLOCK=16)  # one lane loads past x (its mask is the bug)
+except Exception as e:  # the interpreter raises its own error, caused by the check's
+    assert isinstance(e.__cause__, OutOfBounds), repr(e)
+    print("caught:", e.__cause__)
+"""
+
+
+def test_the_interpreter_checks_that_every_masked_lane_is_inside_a_tensor_argument():
+    """The CPU stand-in for memcheck that the interpreted checks run under: a kernel whose load mask
+    reaches one element past its input is stopped (the same kernel with the right mask runs)."""
+    import subprocess
+    import sys
+
+    from tests.helpers import ROOT
+
+    pytest.importorskip("triton")
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", _OUT_OF_BOUNDS], env=env, capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "caught: a masked load of 1 lanes outside every tensor argument" in done.stdout, done.stdout

@@ -1,6 +1,6 @@
 """Run one generated Triton module through Triton's interpreter on CPU and compare it with its
 source at every bucket's edges and inside, with outputs poisoned (NaN) so that an unwritten
-element fails. A script, run in a fresh process by tests/test_triton.py: the interpreter must be
+element fails, and every load and store bounds-checked (tests/interpreter_bounds.py). A script, run in a fresh process by tests/test_triton.py: the interpreter must be
 switched on before Triton is first imported.
 
     TRITON_INTERPRET=1 python tests/triton_interpreted_check.py rmsnorm
@@ -30,7 +30,10 @@ from thunder_aot.verify import load_module_from_text  # noqa: E402
 
 
 def main(stem: str, spec: str | None = None) -> int:
+    from tests.interpreter_bounds import install
+
     interpreter_rounds_like_the_gpu()
+    install()  # every masked lane of every load and store inside a tensor argument
     if spec is None:
         _, source, shapes = next(e for e in EXPORTS if e[0] == stem)
         text = (ROOT / "generated" / f"{stem}_triton.py").read_text()

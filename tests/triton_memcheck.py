@@ -18,6 +18,12 @@ sys.path.insert(0, str(ROOT))
 
 from tests.examples import EXPORTS  # noqa: E402
 from tests.kernel_pass_modules import COPIES, GATHERS, JOINS, ROUTINGS, VIEWS  # noqa: E402
+
+#: the copies modules with a Triton kernel: sdpa_tail has none (only torch's sdpa, copy and linear),
+#: and the run that took it ended inside it, 18 errors in all, with a CUDA launch failure
+#: (bench/results/models/s18_models23/gpu_triton.log keeps the log's tail only, so which kernels is
+#: not known; the modules after it were not reached)
+_COPY_KERNELS = [c for c in COPIES if c[2]]
 from thunder_aot.exporter.resolve import resolve_module  # noqa: E402
 from thunder_aot.shapes import parse_shapes  # noqa: E402
 from thunder_aot.verify import bucket_inputs, load_module_from_text  # noqa: E402
@@ -38,7 +44,7 @@ def main() -> int:
     from thunder_aot.exporter import ExportRequest, export
 
     texts = {stem: (ROOT / "generated" / f"{stem}_triton.py").read_text() for stem, _, _ in EXPORTS}
-    modules = [*EXPORTS, *((s.split(":")[1], s, shapes) for s, shapes, *_ in GATHERS + JOINS + ROUTINGS[:1] + COPIES + VIEWS)]
+    modules = [*EXPORTS, *((s.split(":")[1], s, shapes) for s, shapes, *_ in GATHERS + JOINS + ROUTINGS[:1] + _COPY_KERNELS + VIEWS)]
     for stem, source, shapes in modules:
         text = texts.get(stem) or export(ExportRequest(source, (shapes,), backend="triton"), verify=False)
         gen = load_module_from_text(text, f"memcheck_{stem}")
