@@ -26,7 +26,7 @@ from thunder_aot.runtime import (
     unmerged,
 )
 
-require(4)
+require(5)
 
 __all__ = ["BUCKETS", "NoBucketError", "GatedMLP", "forward"]
 

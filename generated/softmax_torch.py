@@ -25,7 +25,7 @@ from thunder_aot.runtime import (
     require,
 )
 
-require(4)
+require(5)
 
 __all__ = ["BUCKETS", "NoBucketError", "ScaledMaskedSoftmax", "forward"]
 

@@ -45,7 +45,7 @@ def compare_at_every_bucket(module, aot, gen, shapes: str, device: str, label: s
     poisoned, and compare. Returns the number of calls and each bucket's last inputs."""
     from thunder_aot.shapes import parse_shapes
     from thunder_aot.verify import bucket_inputs, nonfinite_inputs
-    from thunder_aot.verify.judge import check_outputs
+    from thunder_aot.verify.judge import check_chosen, run_recording_choices
 
     generator = torch.Generator().manual_seed(torch.seed() >> 1)
     calls, last = 0, []
@@ -55,8 +55,8 @@ def compare_at_every_bucket(module, aot, gen, shapes: str, device: str, label: s
             env, inputs = sampled[-1]
             for env, inputs in [*sampled, ({**env, "non-finite": True}, nonfinite_inputs(inputs, generator))]:
                 with poisoned_outputs(gen):
-                    got = aot(*inputs)
-                check_outputs(module, inputs, got, f"{label} at {env}")
+                    got, picks = run_recording_choices(aot, inputs)
+                check_chosen(module, inputs, got, picks, f"{label} at {env}")
                 calls += 1
             last.append(sampled[-1][1])
     return calls, last

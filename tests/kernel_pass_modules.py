@@ -309,3 +309,46 @@ VIEWS = [
     ("tests.kernel_pass_modules:rotary_scores", f"{_QK}:fp32, 1x2x[S]x32:fp32, 1x1x[S]x32:fp32, 1x1x[S]x32:fp32", False),
     ("tests.kernel_pass_modules:rotary_scores_and_keys", f"{_QK}:fp32, 1x2x[S]x32:fp32, 1x1x[S]x32:fp32, 1x1x[S]x32:fp32", True),
 ]
+
+
+class Router(nn.Module):
+    """A mixture of experts' router (GPT-OSS's: logits, the top k, a softmax over them), returning
+    the routing weights, each times its expert's number (what depends on the picks, as the experts
+    a token goes to do); ``ties`` floors the logits to halves first (bf16 routers tie, and which of
+    two tied experts is picked is torch's choice, judged against the float64 run that picks as the
+    module did)."""
+
+    def __init__(self, experts: int = 8, k: int = 2, ties: bool = False, returns_picks: bool = False) -> None:
+        super().__init__()
+        self.proj = nn.Linear(32, experts)
+        self.k, self.ties, self.returns_picks = k, ties, returns_picks
+
+    def forward(self, x: torch.Tensor):
+        logits = self.proj(x)
+        if self.ties:
+            logits = torch.floor(logits * 2) / 2
+        values, indices = torch.topk(logits, self.k, dim=-1)
+        weights = torch.softmax(values, dim=-1, dtype=torch.float32)
+        routing = weights * (indices + 1).to(torch.float32)
+        return (routing, indices) if self.returns_picks else routing
+
+
+def router() -> Router:
+    return Router().to(torch.bfloat16)
+
+
+def router_ties() -> Router:
+    return Router(experts=16, k=4, ties=True)
+
+
+def router_returning_picks() -> Router:
+    return Router(returns_picks=True)
+
+
+#: (import path, shapes, whether the top-k is a kernel): exporter.topk (a module that returns its
+#: picks keeps torch's, whose order among ties is its own)
+TOPKS = [
+    ("tests.kernel_pass_modules:router", "[S=1..40]x32:bf16", True),
+    ("tests.kernel_pass_modules:router_ties", "2x[S=1..24]x32:fp32", True),
+    ("tests.kernel_pass_modules:router_returning_picks", "[S=1..40]x32:fp32", False),
+]

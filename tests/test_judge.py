@@ -7,7 +7,7 @@ import torch
 
 from thunder_aot.errors import ExportError
 from thunder_aot.exporter.resolve import resolve_module
-from thunder_aot.verify.judge import judge_output, reference64, run64
+from thunder_aot.verify.judge import judge_output, reference64, run64, run_recording_choices
 
 
 def test_judgement_accepts_rounding_refuses_errors_and_wants_eager_non_finite_values():
@@ -184,3 +184,62 @@ def test_routing_choices_are_judged_against_the_float64_run_that_makes_them():
         assert verify(_Generated(_route_in_float32), source, buckets, "NearTieRouter", seed=seed) >= 3
     _, own = run_recording_choices(_Generated(_route_in_float32).NearTieRouter.from_module(source), [x])
     assert not torch.equal(own[0], picks[0])  # it does route otherwise
+
+
+class _GeneratedRouter:
+    """A stand-in for a generated module of tests.kernel_pass_modules.Router whose top-k is a
+    kernel: it makes its own picks and hands them to the verification (runtime.CHOICES), as the
+    Triton backend's top-k kernels do."""
+
+    def __init__(self, pick) -> None:
+        from thunder_aot.runtime import CHOICES
+
+        class Router(torch.nn.Module):
+            @classmethod
+            def from_module(cls, source):
+                module = cls()
+                module.source = source
+                return module
+
+            def forward(self, x):
+                s = self.source
+                logits = torch.floor(s.proj(x) * 2) / 2
+                indices = pick(logits, s.k)
+                if CHOICES:
+                    CHOICES[-1].append(indices)
+                weights = torch.softmax(logits.gather(-1, indices), dim=-1, dtype=torch.float32)
+                return weights * (indices + 1).to(torch.float32)
+
+        self.Router = Router
+
+
+def _last_of_ties(logits, k):
+    """The top k, the highest index first among equal values (torch's CPU topk takes another order)."""
+    flipped = torch.sort(logits.flip(-1), dim=-1, descending=True, stable=True).indices[..., :k]
+    return logits.shape[-1] - 1 - flipped
+
+
+def test_a_kernels_picks_are_judged_as_picks_and_must_be_a_top_k(monkeypatch):
+    """Picks a top-k kernel hands over (runtime.CHOICES) are judged as torch.topk's are: other
+    orders among tied logits pass, against eager and float64 making the same picks (non-finite rows
+    included: all their logits tie as NaN); picks of the smallest logits are refused, although eager
+    and float64 could be made to pick them too."""
+    from thunder_aot.shapes import parse_shapes
+    from thunder_aot.verify import verify
+
+    source = resolve_module("tests.kernel_pass_modules:router_ties")
+    buckets = parse_shapes("2x[S=1..24]x32:fp32")
+    x = torch.randn(2, 24, 32, generator=torch.Generator().manual_seed(0))
+    _, picks = run_recording_choices(_GeneratedRouter(_last_of_ties).Router.from_module(source), [x])
+    assert not torch.equal(picks[0], torch.topk(torch.floor(source.proj(x) * 2) / 2, source.k).indices)  # ties differ
+    for seed in range(3):
+        assert verify(_GeneratedRouter(_last_of_ties), source, buckets, "Router", seed=seed) >= 3
+    smallest = _GeneratedRouter(lambda logits, k: torch.topk(logits, k, largest=False).indices)
+    with pytest.raises(ExportError, match="error against float64|non-finite values differ"):
+        verify(smallest, source, buckets, "Router", seed=0)
+    # the check that the picks are a top-k of float64's input is what refuses them
+    import thunder_aot.verify.judge as judge_module
+
+    replay = judge_module._replayed_topk
+    monkeypatch.setattr(judge_module, "_replayed_topk", lambda choices, args, kwargs, check: replay(choices, args, kwargs, False))
+    assert verify(smallest, source, buckets, "Router", seed=0) >= 3

@@ -12,7 +12,7 @@ import re
 import pytest
 import torch
 
-from tests.kernel_pass_modules import COPIES, GATHERS, JOINS, ROUTINGS, VIEWS
+from tests.kernel_pass_modules import COPIES, GATHERS, JOINS, ROUTINGS, TOPKS, VIEWS
 from tests.helpers import interpreted_check
 from thunder_aot.backends.torch import TORCH_PRIMS, OpContext
 from thunder_aot.exporter.gather import take_op
@@ -73,8 +73,8 @@ def test_the_reduction_rule_is_what_keeps_a_gathered_reduction_apart(monkeypatch
 
 
 @pytest.mark.traces
-@pytest.mark.parametrize("source,shapes", [g[:2] for g in GATHERS + JOINS + COPIES + VIEWS],
-                         ids=IDS + [j[0].split(":")[1] for j in JOINS + COPIES + VIEWS])
+@pytest.mark.parametrize("source,shapes", [g[:2] for g in GATHERS + JOINS + COPIES + VIEWS + TOPKS],
+                         ids=IDS + [j[0].split(":")[1] for j in JOINS + COPIES + VIEWS + TOPKS])
 def test_the_passes_kernels_match_their_source_under_the_interpreter(source, shapes):
     result = interpreted_check(source, shapes)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -189,6 +189,29 @@ def test_a_transposed_output_only_matmuls_read_is_stored_untransposed(source, sh
     assert view.outputs[0].name in {a.name for a in matmul.args if hasattr(a, "name")}
     monkeypatch.setattr(TritonBackend, "views_for_strided_readers", False)
     assert "torch.permute" not in {s.target for s in steps() if isinstance(s, TorchCall)}
+
+
+@pytest.mark.traces
+@pytest.mark.parametrize("source,shapes,kernel", TOPKS, ids=[t[0].split(":")[1] for t in TOPKS])
+def test_a_routers_top_k_is_a_kernel_unless_the_module_returns_its_picks(source, shapes, kernel):
+    """``torch.topk`` over the experts' logits is a region of one ``topk`` (exporter.topk) that the
+    Triton backend makes one kernel, handing its picks to a watching verification; a module that
+    returns its picks keeps torch's call (their order among ties is torch's own); the torch backend
+    keeps the call."""
+    from thunder_aot.exporter import ExportRequest, build_program
+    from thunder_aot.model import Region, TorchCall
+
+    def steps(backend):
+        program, _, _ = build_program(ExportRequest(source, (shapes,), backend=backend), progress=lambda m: None)
+        return program.programs[0].steps
+
+    triton = steps("triton")
+    calls = {s.target for s in triton if isinstance(s, TorchCall)}
+    regions = [s for s in triton if isinstance(s, Region) and s.ops[0].prim == "topk"]
+    assert ("torch.topk" not in calls and len(regions) == 1) == kernel, calls
+    text = _text(source, shapes, "triton")
+    assert ("CHOICES[-1].append(" in text) == kernel and ("torch.topk(" in _forward(_code(text))) != kernel
+    assert "torch.topk" in {s.target for s in steps("torch") if isinstance(s, TorchCall)}
 
 
 def _call(target: str, out: str, out_dtype: str, *args, **kwargs):

@@ -24,9 +24,16 @@ pytest.importorskip("transformers")
 
 @pytest.mark.parametrize("source,shapes,unfused", HF_SUBMODULES, ids=[m[0].split(":")[1] for m in HF_SUBMODULES])
 def test_export_matches_eager_and_fuses_all_but_matmuls_and_views(source, shapes, unfused):
+    """transformers' norms, MLP, rotary and decoder layers: the torch backend's module verifies (no
+    false refusal under any of 20 seeds: tests.test_sound_export, one export for both), and with
+    nvFuser's claims only matmuls and views stay torch calls."""
+    from tests.test_sound_export import refusals
+
     messages: list[str] = []
-    export(ExportRequest(source, (shapes,), backend="torch"), progress=messages.append)  # verifies
+    text = export(ExportRequest(source, (shapes,), backend="torch"), progress=messages.append)  # verifies
     assert any(m.startswith("verified:") and "(against float64; seed" in m for m in messages), messages
+    refused = refusals(text, source, shapes)
+    assert not refused, refused[:3]
     program, _, _ = build_program(ExportRequest(source, (shapes,), backend="nvfuser"), progress=lambda m: None)
     for bucket in program.programs:
         calls = {s.target for s in bucket.steps if isinstance(s, TorchCall)}
@@ -59,17 +66,27 @@ def test_gpt_oss_layer_with_triton_kernels_verifies_under_the_interpreter(tmp_pa
     # the routing's gathers load inside their readers' kernels (exporter.gather), the regions
     # Thunder left apart around them are joined (exporter.join), and the sort, histc, cumsum and
     # inverse permutation are one program (exporter.routing); the attention output's transposed
-    # copy is a kernel of its own (exporter.copies: its reader is o_proj's matmul): 10 kernels,
-    # where there were 16 and a torch copy
+    # copy is a kernel of its own (exporter.copies: its reader is o_proj's matmul), and so is the
+    # router's top-k (exporter.topk): 11 kernels, where there were 16 and torch's copy and topk;
+    # what stays torch calls is matmuls and views
     (unfused,) = [line for line in done.stderr.splitlines() if "not fused" in line]
-    for call in ("__getitem__", "torch.sort", "torch.histc", "torch.cumsum", "torch.index_put", "torch.empty",
-                 "contiguous", "torch.Tensor.to"):
-        assert call not in unfused, unfused
+    assert _unfused_calls(unfused) <= MATMULS_AND_VIEWS, unfused
     text = out.read_text()
-    assert text.count("@triton.jit") == 10 and "_copy: transpose" in text
+    assert text.count("@triton.jit") == 11 and "_copy: transpose" in text and "_topk: topk" in text
 
 
 MOE_BLOCKS = ["qwen3_moe_block", "mixtral_moe_block", "qwen2_moe_block", "olmoe_block"]
+#: the torch calls a layer may keep with the Triton backend (issue 17): matmuls and views
+MATMULS_AND_VIEWS = {
+    "torch.nn.functional.linear", "torch.matmul", "torch._grouped_mm", "torch.nn.functional.scaled_dot_product_attention",
+    "torch.nn.functional.embedding", "torch.reshape", "torch.Tensor.view", "torch.Tensor.reshape", "torch.transpose",
+    "torch.permute", "torch.Tensor.transpose", "torch.Tensor.permute",
+}
+
+
+def _unfused_calls(line: str) -> set[str]:
+    """The calls export's "not fused (run as torch calls): a x1, b x2" line names."""
+    return {part.rsplit(" x", 1)[0] for part in line.split("torch calls): ", 1)[1].split(", ")}
 
 
 @pytest.mark.traces
@@ -93,9 +110,8 @@ def test_moe_blocks_route_in_one_program_and_verify_under_the_interpreter(factor
     assert done.returncode == 0, done.stderr[-3000:]
     assert "no triton kernel" not in done.stderr and "(against float64; seed" in done.stderr, done.stderr[-3000:]
     (unfused,) = [line for line in done.stderr.splitlines() if "not fused" in line]
-    for call in ("torch.sort", "torch.histc", "torch.cumsum", "torch.index_put", "torch.empty", "__getitem__"):
-        assert call not in unfused, unfused
-    assert "_routing.launch(" in out.read_text()
+    assert _unfused_calls(unfused) <= MATMULS_AND_VIEWS, unfused  # the router's top-k too (exporter.topk)
+    assert "_routing.launch(" in out.read_text() and "_topk.launch(" in out.read_text()
 
 
 def test_replace_in_a_transformers_model_keeps_its_outputs():

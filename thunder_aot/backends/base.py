@@ -181,6 +181,8 @@ class Backend(ABC):
     #: whether a region's transposed output that only matmuls read may be written untransposed and
     #: read through a ``torch.permute`` view (``exporter.views``): what its kernels store is its own choice
     views_for_strided_readers: bool = False
+    #: whether ``torch.topk`` over a static last dim may be a region of one ``topk`` prim (``exporter.topk``)
+    fuses_topk: bool = False
 
     @property
     def verify_device(self) -> str:

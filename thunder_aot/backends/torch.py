@@ -166,11 +166,12 @@ TORCH_PRIMS: dict[str, Callable[[OpContext], str]] = {
     "full": lambda c: f"torch.full({c.args[0]}, {c.args[1]}, device={c.kwargs['device']}, dtype={c.kwargs['dtype']})",
     "iota": _iota,
     "take": _take,
+    "topk": lambda c: f"torch.topk({c.args[0]}, {c.args[1]})",
 }
 
 #: prims the exporter's own passes put into regions (never a fusion's claim: Thunder's regions form
 #: without them)
-PASS_PRIMS = frozenset({"take"})
+PASS_PRIMS = frozenset({"take", "topk"})
 
 
 @dataclass(frozen=True)

@@ -39,8 +39,10 @@ RUNTIME_NAMES = (
 FAST_PATH_NAMES = ("dynamo_compiling", "is_grad_enabled", "record_guard")
 
 
-def _runtime_import(checks: list[Check], fast_path: bool) -> str:
+def _runtime_import(checks: list[Check], fast_path: bool, records_choices: bool = False) -> str:
     names = set(RUNTIME_NAMES) | (set(FAST_PATH_NAMES) if fast_path else set())
+    if records_choices:  # a kernel's top-k picks, for a verification watching the call
+        names.add("CHOICES")
     names |= {c.error.partition("(")[0] for c in checks}
     if "unmerged" in names:
         names.add("UnmergedError")
@@ -366,7 +368,8 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
         docstring=docstring,
         dispatch_doc=dispatch_doc,
         params_tuple=tuple_text([p.name for p in program.inputs]),
-        imports=("import torch", _runtime_import(module_checks, kernels_run)),
+        imports=("import torch", _runtime_import(module_checks, kernels_run, any(
+            getattr(v, "recorded", ()) for _, views in program_views for v in views.values()))),
         backend_imports=backend.imports if runs_kernels else (),
         preamble=backend.preamble if runs_kernels else (),
         runtime_version=RUNTIME_VERSION,

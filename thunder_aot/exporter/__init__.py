@@ -472,8 +472,9 @@ def _kernel_passes(bp: BucketProgram, backend: Backend) -> BucketProgram:
     """The passes whose outcome the backend's kernels decide: copies of permuted views as regions
     and calls that copy nothing dropped (exporter.copies), a mixture of experts' routing
     bookkeeping in one program (exporter.routing), gathers into their readers (exporter.gather),
-    regions into the regions that read them (exporter.join), then transposed outputs that only
-    matmuls read written untransposed, read as views (exporter.views)."""
+    regions into the regions that read them (exporter.join), transposed outputs that only matmuls
+    read written untransposed, read as views (exporter.views), then a router's top-k a region of
+    its own (exporter.topk)."""
     views: dict[Region, object] = {}
 
     def view(region: Region):
@@ -511,6 +512,10 @@ def _kernel_passes(bp: BucketProgram, backend: Backend) -> BucketProgram:
         from thunder_aot.exporter.views import transposed_outputs_as_views
 
         bp = transposed_outputs_as_views(bp, makes_kernel)
+    if backend.fuses_topk:
+        from thunder_aot.exporter.topk import topk_regions
+
+        bp = topk_regions(bp, makes_kernel)
     return bp
 
 

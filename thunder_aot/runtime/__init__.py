@@ -22,11 +22,13 @@ import torch
 
 #: the interface version generated modules are written against (2: runtime.nvfuser.frontend, the
 #: version-checked fast paths of runtime.versions; 3: merged projections, GeneratedModule.MERGED
-#: and ``unmerged``; 4: runtime.triton.nan_max and nan_min, NaN-propagating reductions)
-RUNTIME_VERSION = 4
+#: and ``unmerged``; 4: runtime.triton.nan_max and nan_min, NaN-propagating reductions; 5: CHOICES,
+#: the picks of top-k kernels handed to a verification watching the call)
+RUNTIME_VERSION = 5
 
 __all__ = [
     "RUNTIME_VERSION",
+    "CHOICES",
     "GLOBAL_BACKWARD_HOOKS",
     "GLOBAL_BACKWARD_PRE_HOOKS",
     "GLOBAL_FORWARD_HOOKS",
@@ -46,6 +48,12 @@ __all__ = [
     "unmerged",
     "UnmergedError",
 ]
+
+
+#: the selections a generated module's top-k kernels make, while ``thunder_aot.verify`` watches a
+#: call (one list per watcher, the innermost last; empty otherwise, and then nothing is recorded):
+#: each kernel appends its indices, as the watcher records each ``torch.topk`` call's
+CHOICES: list[list] = []
 
 
 def require(version: int) -> None:

@@ -108,7 +108,9 @@ def verify(
     once more with non-finite values among them; judge every output against float64 (:mod:`.judge`).
     Returns how many calls were checked; a refusal names the seed that repeats its inputs.
     ``without_float64``: gets the calls judged against eager alone (the source cannot run in float64)."""
-    from thunder_aot.verify.judge import judge, paired_references, reference64, run_recording_choices, upcast64
+    from thunder_aot.verify.judge import (
+        judge, paired_references, reference64, run_choosing, run_recording_choices, same_choices, upcast64,
+    )
 
     seed = new_seed() if seed is None else seed
     generated = load_module_from_text(text) if isinstance(text, str) else text
@@ -133,11 +135,12 @@ def verify(
                         raise ExportError(f"{where}: the generated module raised {type(e).__name__}: {e}") from e
                     # each judged against the float64 run that routes as it did (judge's docstring)
                     reference, reference_ours = (None, None) if source64 is None else paired_references(
-                        lambda picks: reference64(source, inputs, source64, picks), eager_choices, choices
+                        lambda picks, fallback=True: reference64(source, inputs, source64, picks, fallback), eager_choices, choices
                     )
                     if reference is None and without_float64 is not None:
                         without_float64.append(where)
-                    judge(expected, actual, reference, where, reference_ours)
+                    expected_ours = None if same_choices(eager_choices, choices) else run_choosing(source, inputs, choices)
+                    judge(expected, actual, reference, where, reference_ours, expected_ours)
                     checked += 1
     except ExportError as e:
         raise ExportError(f"{e} (verification seed {seed}: --verify-seed {seed} repeats these inputs)") from e.__cause__

@@ -20,6 +20,7 @@ from collections.abc import Callable
 import torch
 
 from thunder_aot.errors import ExportError
+from thunder_aot.runtime import CHOICES
 
 #: how many times eager's own error (against float64) the generated module may err
 ERROR_MULTIPLIER = 3.0
@@ -79,11 +80,20 @@ def _topk_call(args, kwargs) -> tuple[torch.Tensor, int, int]:
 
 
 class _RecordChoices(torch.overrides.TorchFunctionMode):
-    """Records the indices each ``topk`` of a floating tensor picks, in call order."""
+    """Records the indices each ``topk`` of a floating tensor picks, in call order: torch's calls,
+    and a generated module's top-k kernels (which append theirs to ``runtime.CHOICES``)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.picked: list[torch.Tensor] = []
+
+    def __enter__(self):
+        CHOICES.append(self.picked)
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        del CHOICES[next(i for i in range(len(CHOICES) - 1, -1, -1) if CHOICES[i] is self.picked)]
+        return super().__exit__(*exc)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
@@ -96,11 +106,66 @@ def run_recording_choices(module, inputs: list[torch.Tensor]) -> tuple[object, l
     """``module(*inputs)`` and the indices its top-k selections picked (empty: it made none)."""
     with torch.no_grad(), _RecordChoices() as recorder:
         out = module(*inputs)
-    return out, recorder.picked
+    return out, [p.detach().cpu() for p in recorder.picked]
 
 
 def same_choices(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
     return len(a) == len(b) and all(x.shape == y.shape and torch.equal(x, y) for x, y in zip(a, b))
+
+
+#: how far a replayed pick's value may be below the value torch.topk ranks at its place, relative to
+#: the row's largest magnitude: a near tie that a low-precision run breaks otherwise than float64
+#: is within it (bf16 holds 8 significant bits), a pick of a value well down the row is not
+PICK_TOLERANCE = 2.0**-5
+
+
+def _replayed_topk(choices: list[torch.Tensor], args, kwargs, check: bool):
+    """``torch.topk``'s result making the next recorded pick of ``choices`` (its values gathered from
+    the input); ``check``: raise :class:`ChoicesDiffer` where the picks are not a top-k of the input
+    within :data:`PICK_TOLERANCE` (value by value, in order; NaN where the top-k has NaN)."""
+    source, k, dim = _topk_call(args, kwargs)
+    if not choices:
+        raise ChoicesDiffer("more top-k selections than recorded")
+    indices = choices.pop(0).to(source.device)
+    shape = list(source.shape)
+    shape[dim] = k
+    if list(indices.shape) != shape:
+        raise ChoicesDiffer(f"a top-k of shape {shape} replays picks of shape {list(indices.shape)}")
+    if indices.numel() and (indices.min() < 0 or indices.max() >= source.shape[dim]):
+        raise ChoicesDiffer("a top-k pick outside its row")
+    values = source.gather(dim, indices)
+    if check and values.numel():
+        best = torch.topk(source, k, dim=dim).values
+        scale = source.abs().nan_to_num(0.0, 0.0, 0.0).amax(dim, keepdim=True)
+        if not torch.isclose(values, best, rtol=0.0, atol=0.0, equal_nan=True).logical_or(
+            (best - values).abs() <= PICK_TOLERANCE * scale
+        ).all():
+            raise ChoicesDiffer("top-k picks that are not the row's largest values in order")
+    return torch.return_types.topk((values, indices))
+
+
+class _ReplayChoices(torch.overrides.TorchFunctionMode):
+    """Runs a module as it is (its own dtypes), each ``topk`` making the recorded picks instead."""
+
+    def __init__(self, choices: list[torch.Tensor]) -> None:
+        super().__init__()
+        self.choices = list(choices)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        if func in _TOPKS and args and args[0].is_floating_point():
+            return _replayed_topk(self.choices, args, kwargs, check=False)
+        return func(*args, **kwargs)
+
+
+def run_choosing(module: torch.nn.Module, inputs: list[torch.Tensor], choices: list[torch.Tensor]):
+    """``module(*inputs)`` in its own dtypes, each top-k making ``choices`` (None where its
+    selections differ in count or shape): eager as it would be with the generated module's picks."""
+    try:
+        with torch.no_grad(), _ReplayChoices(choices):
+            return module(*inputs)
+    except ChoicesDiffer:
+        return None
 
 
 class _StayInFloat64(torch.overrides.TorchFunctionMode):
@@ -117,15 +182,8 @@ class _StayInFloat64(torch.overrides.TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})
         if func in _TOPKS and self.choices is not None and args and args[0].is_floating_point():
-            source, k, dim = _topk_call(args, kwargs)
-            if not self.choices:
-                raise ChoicesDiffer("more top-k selections than recorded")
-            indices = self.choices.pop(0).to(source.device)
-            shape = list(source.shape)
-            shape[dim] = k
-            if list(indices.shape) != shape:
-                raise ChoicesDiffer(f"a top-k of shape {shape} replays picks of shape {list(indices.shape)}")
-            return torch.return_types.topk((source.gather(dim, indices), indices))
+            # picks a kernel made (not torch.topk itself) must be a top-k of float64's input
+            return _replayed_topk(self.choices, args, kwargs, check=True)
         if func in _GROUPED_MMS and args and getattr(args[0], "dtype", None) == torch.float64:
             return grouped_mm_by_group(*args, **kwargs)
         if func in _CASTS and args and isinstance(args[0], torch.Tensor):  # x.float() of floats or integers
@@ -147,7 +205,7 @@ def upcast64(module: torch.nn.Module) -> torch.nn.Module | None:
 
 def reference64(
     module: torch.nn.Module, inputs: list[torch.Tensor], upcast: torch.nn.Module | None = None,
-    choices: list[torch.Tensor] | None = None,
+    choices: list[torch.Tensor] | None = None, fallback: bool = True,
 ):
     """The module's outputs computed in float64: its floating parameters, buffers and inputs
     upcast, and the floating casts it writes kept in float64 (as torch's accuracy checkers'
@@ -155,33 +213,42 @@ def reference64(
     made once for many calls; ``choices``: the top-k picks to make (:func:`run64_choosing`). None
     where the module cannot run so."""
     try:
-        return run64_choosing(module, inputs, choices, upcast)
+        return run64_choosing(module, inputs, choices, upcast, fallback)
+    except ChoicesDiffer:
+        raise
     except Exception:  # noqa: BLE001 - a module that cannot run in float64 is judged against eager alone
         return None
 
 
 def run64_choosing(
     module: torch.nn.Module, inputs: list[torch.Tensor], choices: list[torch.Tensor] | None,
-    upcast: torch.nn.Module | None = None,
+    upcast: torch.nn.Module | None = None, fallback: bool = True,
 ):
-    """:func:`run64` making ``choices`` (:func:`run_recording_choices`), else its own (also where
-    the float64 run selects otherwise than recorded)."""
+    """:func:`run64` making ``choices`` (:func:`run_recording_choices`), else (``fallback``) its
+    own: also where the float64 run selects otherwise than recorded, or the picks are no top-k of
+    its input; without ``fallback`` that raises ChoicesDiffer."""
     if choices:
         try:
             return run64(module, inputs, upcast, choices)
         except ChoicesDiffer:
-            pass
+            if not fallback:
+                raise
     return run64(module, inputs, upcast)
 
 
 def paired_references(run: Callable, eager_choices: list[torch.Tensor], choices: list[torch.Tensor]) -> tuple:
-    """``(run(eager_choices), run(choices))``, the second None where the generated module chose as
-    eager did (or the first is None): the float64 references eager and the generated module are
-    judged against (:func:`judge`'s ``reference`` and ``reference_ours``)."""
+    """``(run(eager_choices), run(choices, False))``, the second None where the generated module
+    chose as eager did (or the first is None), or where float64 cannot make its picks (``run``'s
+    second argument: fall back to float64's own picks, else raise ChoicesDiffer): the float64
+    references eager and the generated module are judged against (:func:`judge`'s ``reference``
+    and ``reference_ours``)."""
     reference = run(eager_choices)
     if reference is None or same_choices(eager_choices, choices):
         return reference, None
-    return reference, run(choices)
+    try:  # (None where float64 cannot make the generated module's picks: they are no top-k of its input)
+        return reference, run(choices, False)
+    except ChoicesDiffer:
+        return reference, None
 
 
 def run64(
@@ -229,11 +296,18 @@ def _errors(values: torch.Tensor, reference: torch.Tensor) -> tuple[float, float
 
 def judge_output(
     expected: torch.Tensor, actual: torch.Tensor, reference: torch.Tensor | None, where: str,
-    reference_ours: torch.Tensor | None = None,
+    reference_ours: torch.Tensor | None = None, expected_ours: torch.Tensor | None = None,
 ) -> None:
     """Accept ``actual`` (the generated module's) against ``expected`` (eager's) and ``reference``
     (float64's, or None), or raise ExportError saying by how much it is off. ``reference_ours``:
-    the float64 run that made the generated module's choices where they differ from eager's."""
+    the float64 run that made the generated module's choices where they differ from eager's;
+    ``expected_ours``: eager making them (:func:`run_choosing`), which then stands for eager (its
+    non-finite values, its error against ``reference_ours``): only with ``reference_ours``, whose
+    run checked that the picks are a top-k of float64's input."""
+    if (expected_ours is not None and reference_ours is not None and expected_ours.shape == expected.shape
+            and expected_ours.dtype == expected.dtype):
+        expected = expected_ours
+        reference = reference_ours if reference_ours is not None else reference
     if expected.shape != actual.shape or expected.dtype != actual.dtype:
         raise ExportError(
             f"{where}: generated {tuple(actual.shape)}:{actual.dtype} vs source {tuple(expected.shape)}:{expected.dtype}"
@@ -274,18 +348,21 @@ def judge_output(
         )
 
 
-def judge(expected, actual, reference, where: str, reference_ours=None) -> None:
+def judge(expected, actual, reference, where: str, reference_ours=None, expected_ours=None) -> None:
     """Every output of one call: the generated module's against eager's and float64's
-    (``reference_ours``: the float64 outputs of the generated module's choices, where they differ)."""
+    (``reference_ours`` and ``expected_ours``: float64's and eager's outputs making the generated
+    module's choices, where they differ from eager's)."""
     exp, act = _flat(expected), _flat(actual)
     ref = _flat(reference) if reference is not None else (None,) * len(exp)
     ours = _flat(reference_ours) if reference_ours is not None else (None,) * len(exp)
+    eager_ours = _flat(expected_ours) if expected_ours is not None else (None,) * len(exp)
     if len(exp) != len(act):
         raise ExportError(f"{where}: the generated module returns {len(act)} tensors, the source {len(exp)}")
-    for k, (e, a, r, o) in enumerate(zip(exp, act, ref, ours)):
+    for k, (e, a, r, o, eo) in enumerate(zip(exp, act, ref, ours, eager_ours)):
         usable = isinstance(r, torch.Tensor) and r.shape == e.shape
         judge_output(e, a, r if usable else None, f"{where}, output {k}",
-                     o if usable and isinstance(o, torch.Tensor) else None)
+                     o if usable and isinstance(o, torch.Tensor) else None,
+                     eo if isinstance(eo, torch.Tensor) else None)
 
 
 def check_outputs(source: torch.nn.Module, inputs: list[torch.Tensor], actual, where: str, reference: bool = True) -> None:
@@ -303,8 +380,9 @@ def check_chosen(source: torch.nn.Module, inputs: list[torch.Tensor], actual, ch
     be watched (a CUDA graph's replay calls no ``topk``), the picks of the same module's plain call
     on the same inputs."""
     expected, eager = run_recording_choices(source, inputs)
-    ref, ref_ours = paired_references(lambda picks: run64_choosing(source, inputs, picks), eager, choices)
-    judge(expected, actual, ref, where, ref_ours)
+    ref, ref_ours = paired_references(lambda picks, fallback=True: run64_choosing(source, inputs, picks, fallback=fallback),
+                                      eager, choices)
+    judge(expected, actual, ref, where, ref_ours, None if same_choices(eager, choices) else run_choosing(source, inputs, choices))
 
 
 def check_call(source: torch.nn.Module, generated, inputs: list[torch.Tensor], where: str, reference: bool = True):

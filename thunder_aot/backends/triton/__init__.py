@@ -24,6 +24,7 @@ from thunder_aot.backends.triton.pointwise import NUM_WARPS as POINTWISE_WARPS
 from thunder_aot.backends.triton.pointwise import PointwiseProgram
 from thunder_aot.backends.triton.routing import RoutingProgram
 from thunder_aot.backends.triton.schedule import MOVE_WARPS
+from thunder_aot.backends.triton.topk import topk_view
 from thunder_aot.model import DimRange, Region
 
 class TritonBackend(Backend):
@@ -51,6 +52,8 @@ class TritonBackend(Backend):
     copies_as_kernels = True
     # its kernels store a transposed key as computed; the matmul reads a view (exporter.views)
     views_for_strided_readers = True
+    # a router's top-k is one kernel (exporter.topk, backends/triton/topk.py)
+    fuses_topk = True
 
     def __init__(self) -> None:
         self.torch = TorchBackend()
@@ -79,6 +82,11 @@ class TritonBackend(Backend):
         if region.ops and region.ops[0].prim == "sort_bounded":  # exporter.routing's region
             try:
                 return self._routing_view(region, dims)
+            except Unsupported:
+                return self.torch.source_view(region, dims)
+        if region.ops and region.ops[0].prim == "topk":  # exporter.topk's region
+            try:
+                return topk_view(region, dims, _allocation)
             except Unsupported:
                 return self.torch.source_view(region, dims)
         try:

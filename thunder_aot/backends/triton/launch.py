@@ -28,6 +28,9 @@ class TritonRegionView:
     num_warps: int
     #: the partial template of its definition ("" where it uses another region's: :meth:`sharing`)
     template: str = "triton_region.py.jinja"
+    #: outputs holding a selection's picks (a top-k's indices), handed to export's verification
+    #: while it watches a call (``runtime.CHOICES``), as it sees torch.topk's
+    recorded: tuple[str, ...] = ()
 
     @property
     def definition_key(self) -> tuple:
@@ -76,6 +79,8 @@ class TritonRegionView:
                 ),
                 "the C launch where the kernel is compiled for _device and this alignment; else Kernel.launch",
             ),
+            *(Line(f"if CHOICES:\n    CHOICES[-1].append({name})", "the picks, for a verification watching this call")
+              for name in self.recorded),
         )
 
 

@@ -72,6 +72,8 @@ _UNARY = {
     "rsqrt": "tl.rsqrt({})",
     "reciprocal": "1.0 / ({})",
     "abs": "tl.abs({})",
+    "floor": "tl.floor({})",
+    "ceil": "tl.ceil({})",
     "erf": "tl.erf({})",
     "sin": "tl.sin({})",
     "cos": "tl.cos({})",
