@@ -135,10 +135,11 @@ def test_the_float64_reference_of_grouped_matmuls_holds_when_judge_is_first_impo
 
 
 class _Generated:
-    """What verify() takes for a generated module: a namespace whose class builds from the source."""
+    """What verify() takes for a generated module: a namespace whose class (``name``) builds from
+    the source and calls ``forward(source, x)``."""
 
-    def __init__(self, forward) -> None:
-        class NearTieRouter(torch.nn.Module):
+    def __init__(self, forward, name: str = "NearTieRouter") -> None:
+        class Standin(torch.nn.Module):
             @classmethod
             def from_module(cls, source):
                 module = cls()
@@ -148,7 +149,7 @@ class _Generated:
             def forward(self, x):
                 return forward(self.source, x)
 
-        self.NearTieRouter = NearTieRouter
+        setattr(self, name, Standin)
 
 
 def _route_in_float32(source, x):
@@ -186,31 +187,21 @@ def test_routing_choices_are_judged_against_the_float64_run_that_makes_them():
     assert not torch.equal(own[0], picks[0])  # it does route otherwise
 
 
-class _GeneratedRouter:
+def _generated_router(pick) -> _Generated:
     """A stand-in for a generated module of tests.kernel_pass_modules.Router whose top-k is a
-    kernel: it makes its own picks and hands them to the verification (runtime.CHOICES), as the
-    Triton backend's top-k kernels do."""
+    kernel: it makes its own picks (``pick``) and hands them to the verification
+    (runtime.CHOICES), as the Triton backend's top-k kernels do."""
+    from thunder_aot.runtime import CHOICES
 
-    def __init__(self, pick) -> None:
-        from thunder_aot.runtime import CHOICES
+    def forward(s, x):
+        logits = torch.floor(s.proj(x) * 2) / 2
+        indices = pick(logits, s.k)
+        if CHOICES:
+            CHOICES[-1].append(indices)
+        weights = torch.softmax(logits.gather(-1, indices), dim=-1, dtype=torch.float32)
+        return weights * (indices + 1).to(torch.float32)
 
-        class Router(torch.nn.Module):
-            @classmethod
-            def from_module(cls, source):
-                module = cls()
-                module.source = source
-                return module
-
-            def forward(self, x):
-                s = self.source
-                logits = torch.floor(s.proj(x) * 2) / 2
-                indices = pick(logits, s.k)
-                if CHOICES:
-                    CHOICES[-1].append(indices)
-                weights = torch.softmax(logits.gather(-1, indices), dim=-1, dtype=torch.float32)
-                return weights * (indices + 1).to(torch.float32)
-
-        self.Router = Router
+    return _Generated(forward, "Router")
 
 
 def _last_of_ties(logits, k):
@@ -230,11 +221,11 @@ def test_a_kernels_picks_are_judged_as_picks_and_must_be_a_top_k(monkeypatch):
     source = resolve_module("tests.kernel_pass_modules:router_ties")
     buckets = parse_shapes("2x[S=1..24]x32:fp32")
     x = torch.randn(2, 24, 32, generator=torch.Generator().manual_seed(0))
-    _, picks = run_recording_choices(_GeneratedRouter(_last_of_ties).Router.from_module(source), [x])
+    _, picks = run_recording_choices(_generated_router(_last_of_ties).Router.from_module(source), [x])
     assert not torch.equal(picks[0], torch.topk(torch.floor(source.proj(x) * 2) / 2, source.k).indices)  # ties differ
     for seed in range(3):
-        assert verify(_GeneratedRouter(_last_of_ties), source, buckets, "Router", seed=seed) >= 3
-    smallest = _GeneratedRouter(lambda logits, k: torch.topk(logits, k, largest=False).indices)
+        assert verify(_generated_router(_last_of_ties), source, buckets, "Router", seed=seed) >= 3
+    smallest = _generated_router(lambda logits, k: torch.topk(logits, k, largest=False).indices)
     with pytest.raises(ExportError, match="error against float64|non-finite values differ"):
         verify(smallest, source, buckets, "Router", seed=0)
     # the check that the picks are a top-k of float64's input is what refuses them
