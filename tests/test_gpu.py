@@ -9,14 +9,14 @@ import pytest
 import torch
 
 from tests.examples import EXPORTS
-from tests.kernel_pass_modules import COPIES, GATHERS, JOINS, ROUTINGS, VIEWS
+from tests.kernel_pass_modules import COPIES, GATHERS, JOINS, ROUTINGS, TOPKS, VIEWS
 from tests.view_modules import KERNELS as VIEW_KERNELS
 from tests.view_modules import SOURCE_CALLS as VIEW_SOURCE_CALLS
 from tests.helpers import compare_at_every_bucket
 from thunder_aot.exporter.resolve import resolve_module
 from thunder_aot.shapes import parse_shapes
 from thunder_aot.verify import bucket_inputs, load_module_from_text
-from thunder_aot.verify.judge import check_call, check_outputs, judge
+from thunder_aot.verify.judge import check_call, check_chosen, check_outputs, judge, run_recording_choices
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.gpu
@@ -106,13 +106,13 @@ def test_triton_matches_eager_writes_every_element_and_replays_in_a_cuda_graph(s
             check_outputs(module, [*fresh], out, f"{stem} (triton) CUDA graph replay")
 
 
-_INDEXED = VIEW_KERNELS + VIEW_SOURCE_CALLS + [g[:2] for g in GATHERS + JOINS + ROUTINGS[:1] + COPIES + VIEWS]
+_INDEXED = VIEW_KERNELS + VIEW_SOURCE_CALLS + [g[:2] for g in GATHERS + JOINS + ROUTINGS[:1] + COPIES + VIEWS + TOPKS]
 
 
 @pytest.mark.parametrize("source,shapes", _INDEXED, ids=[k[0].split(":")[1] for k in _INDEXED])
 def test_triton_regions_with_views_on_the_gpu(source, shapes):
     """Index kernels (views, transposes, expands, strided slices, cats, reductions under views,
-    gathers, joined regions, copies and transposed outputs as views: tests/kernel_pass_modules.py) and a region run as its source's calls: compiled for the GPU, every output element written, equal to
+    gathers, joined regions, copies, transposed outputs as views and top-k kernels: tests/kernel_pass_modules.py) and a region run as its source's calls: compiled for the GPU, every output element written, equal to
     the source at every bucket's edges and inside (non-finite inputs included), and in a CUDA graph."""
     from thunder_aot.exporter import ExportRequest, export
 
@@ -134,7 +134,10 @@ def test_triton_regions_with_views_on_the_gpu(source, shapes):
             s.copy_(torch.randn_like(s.float()).to(s.dtype))
         graph.replay()
         torch.cuda.synchronize()
-        check_outputs(module, static, out, f"{source} (triton) CUDA graph replay")
+        replayed = out.clone() if isinstance(out, torch.Tensor) else type(out)(o.clone() for o in out)
+        # a replay calls no top-k to watch: the picks of a plain call on the same inputs (a router's)
+        _, picks = run_recording_choices(aot, static)
+        check_chosen(module, static, replayed, picks, f"{source} (triton) CUDA graph replay")
 
 
 @pytest.mark.parametrize("backend", ["nvfuser", "triton"])
@@ -298,7 +301,9 @@ def test_triton_kernels_under_compute_sanitizer_memcheck():
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
     )
     log = out.stdout + out.stderr
-    assert out.returncode == 0 and "ERROR SUMMARY: 0 errors" in log, log[-4000:]
+    # the first errors name the kernel and the module being run (the tail holds only the last ones)
+    head = "\n".join(line for line in log.splitlines() if line.startswith("=========") or line.endswith(": ok"))
+    assert out.returncode == 0 and "ERROR SUMMARY: 0 errors" in log, head[:6000] + "\n...\n" + log[-3000:]
     assert "calls checked" in log, log[-4000:]
 
 

@@ -173,22 +173,22 @@ def test_a_transposed_output_only_matmuls_read_is_stored_untransposed(source, sh
     from thunder_aot.exporter import ExportRequest, build_program
     from thunder_aot.model import Region, TorchCall
 
-    def steps():
+    def built():  # the bucket's program
         program, _, _ = build_program(ExportRequest(source, (shapes,), backend="triton"), progress=lambda m: None)
-        return program.programs[0].steps
+        return program.programs[0]
 
-    program, _, _ = build_program(ExportRequest(source, (shapes,), backend="triton"), progress=lambda m: None)
-    (region,) = [s for s in steps() if isinstance(s, Region) and any(op.prim == "cat" for op in s.ops)]
-    calls = [s for s in steps() if isinstance(s, TorchCall)]
+    program = built()
+    (region,) = [s for s in program.steps if isinstance(s, Region) and any(op.prim == "cat" for op in s.ops)]
+    calls = [s for s in program.steps if isinstance(s, TorchCall)]
     (view,) = [c for c in calls if c.target == "torch.permute"]
     made = {o.name: o for o in region.outputs}
     assert view.args[0].name in made and len(region.outputs) == 1  # the keys, once
-    assert (view.args[0].name in program.programs[0].outputs) == returned
+    assert (view.args[0].name in program.outputs) == returned
     assert [d if isinstance(d, int) else d.name for d in made[view.args[0].name].spec.shape] == [1, 2, "S", 32]
     matmul = next(c for c in calls if c.target == "torch.matmul")
     assert view.outputs[0].name in {a.name for a in matmul.args if hasattr(a, "name")}
     monkeypatch.setattr(TritonBackend, "views_for_strided_readers", False)
-    assert "torch.permute" not in {s.target for s in steps() if isinstance(s, TorchCall)}
+    assert "torch.permute" not in {s.target for s in built().steps if isinstance(s, TorchCall)}
 
 
 @pytest.mark.traces

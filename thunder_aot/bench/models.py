@@ -84,14 +84,19 @@ def _layers(model: torch.nn.Module) -> torch.nn.ModuleList:
     return layers
 
 
-def _model_graph(forward: Callable[[torch.Tensor], torch.Tensor], ids: torch.Tensor) -> tuple[Call, torch.Tensor]:
-    """``forward`` at ``ids``' shape captured in one CUDA graph: (replay, its static output)."""
+def _model_graph(
+    forward: Callable[[torch.Tensor], torch.Tensor], ids: torch.Tensor
+) -> tuple[Call, torch.Tensor, list[torch.Tensor]]:
+    """``forward`` at ``ids``' shape captured in one CUDA graph: (replay, its static output, the top-k
+    picks of a plain call before the capture: a replay calls no top-k to watch)."""
+    from thunder_aot.verify.judge import run_recording_choices
+
     static = ids.clone()
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        for _ in range(2):
-            forward(static)
+        _, picks = run_recording_choices(forward, [static])
+        forward(static)
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
@@ -101,7 +106,13 @@ def _model_graph(forward: Callable[[torch.Tensor], torch.Tensor], ids: torch.Ten
     def replay(static: torch.Tensor = static) -> None:  # the graph reads its ids there: keep them alive
         graph.replay()
 
-    return replay, out
+    return replay, out, picks
+
+
+def _picks_of(name: str, picks: dict[str, list[torch.Tensor]]) -> list[torch.Tensor] | None:
+    """The top-k picks a system made (watched on its plain calls): a system replaying per-layer CUDA
+    graphs (``..., graphed``) runs the kernels of its plain twin on the same inputs, so its twin's."""
+    return picks.get(name, picks.get(name.removesuffix(", graphed")))
 
 
 def run_model_bench(
@@ -124,7 +135,9 @@ def run_model_bench(
     from thunder_aot.exporter.resolve import resolve_module
     from thunder_aot.layers import DecoderLayerMaskCall, DecoderStackCall, LastTokenLogits, StackAdapter, prefill_call
     from thunder_aot.verify import load_module_from_text
-    from thunder_aot.verify.judge import judge, run64
+    from thunder_aot.verify.judge import (
+        ChoicesDiffer, judge, run64_choosing, run_choosing, run_recording_choices, same_choices,
+    )
 
     cuda = torch.cuda.is_available()
     torch.set_num_threads(1)
@@ -224,6 +237,7 @@ def run_model_bench(
     if cuda:
         report.copy_gb_per_s = copy_bandwidth_gb_per_s()
     reference_model = LastTokenLogits(copy.deepcopy(base).to(torch.float64))
+    reference_eager = LastTokenLogits(base)  # eager making another system's picks (verify.judge.run_choosing)
     generator = torch.Generator().manual_seed(0)
     vocab = base.config.vocab_size
     for s in sizes:
@@ -231,24 +245,46 @@ def run_model_bench(
         ids = torch.randint(0, vocab, (1, s), generator=generator).to(base.device)
         progress(f"{point}: compiling, capturing and checking every system")
         with torch.no_grad():
-            expected = forwards["Eager"](ids)
-            reference = run64(reference_model, [ids], upcast=reference_model)  # grouped matmuls too
+            # each system judged against the float64 run that makes its top-k picks (MoE routing:
+            # a near tie a bf16 router breaks otherwise than eager's is no error; verify.judge)
+            expected, picks = run_recording_choices(forwards["Eager"], [ids])
+            chosen = {"Eager": picks, "Eager, model graph": picks}
+
+            def run64_making(choices, fallback=True, ids=ids):  # grouped matmuls in float64 too
+                return run64_choosing(reference_model, [ids], choices, reference_model, fallback=fallback)
+
+            reference = run64_making(picks)
             systems: dict[str, Call] = {}
             outputs: dict[str, torch.Tensor] = {}
             for name, forward in forwards.items():
                 systems[name] = lambda forward=forward: forward(ids)
+                if name.startswith("thunder-aot") and ", graphed" not in name:
+                    outputs[name], chosen[name] = run_recording_choices(forward, [ids])
             for name, forward in graphed_forwards.items():
                 try:
-                    replay, out = _model_graph(forward, ids)
+                    replay, out, graph_picks = _model_graph(forward, ids)
                 except Exception as e:  # noqa: BLE001 - reported with the reason
                     skipped[name] = f"at {point}: capture failed: {type(e).__name__}: {str(e)[:160]}"
                     continue
                 systems[name] = replay
                 outputs[name] = out
+                chosen.setdefault(name, graph_picks)
             for name, fn in list(systems.items()):
                 try:
                     got = outputs[name] if name in outputs else fn()
-                    judge(expected, got.clone(), reference, f"{name} at {point}")
+                    ours = _picks_of(name, chosen)
+                    if ours is None or same_choices(picks, ours):  # (torch.compile's are not watched)
+                        judge(expected, got.clone(), reference, f"{name} at {point}")
+                    else:
+                        rows = sum(int((a != b).any(-1).sum()) for a, b in zip(picks, ours) if a.shape == b.shape)
+                        progress(f"{point}: {name} picks other experts than eager for {rows} token(s): "
+                                 "judged against float64 making its picks")
+                        try:  # (none where its picks are no top-k of float64's input: judged as they are)
+                            reference_ours = run64_making(ours, fallback=False)
+                        except ChoicesDiffer:
+                            reference_ours = None
+                        judge(expected, got.clone(), reference, f"{name} at {point}", reference_ours,
+                              run_choosing(reference_eager, [ids], ours))
                 except Exception as e:  # noqa: BLE001 - reported with the reason
                     mark = "MISMATCH: " if name.startswith("thunder-aot") else ""
                     skipped[f"{name} at {point}"] = f"{mark}{type(e).__name__}: {' '.join(str(e).split())[:200]}"
