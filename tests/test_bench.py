@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from tests.helpers import ROOT, run_cli
 from thunder_aot.bench import Measurement, Report, floor_of, points_for, write_markdown, write_reports
@@ -156,3 +157,49 @@ def test_model_bench_arguments_are_checked():
     assert neither.returncode != 0 and "--shapes is required" in neither.stderr
     cold_module = run_cli("bench", "thunder_aot.examples.gpt_oss:rmsnorm", "--shapes", "1x[1..8]x2880", "--cold-start")
     assert cold_module.returncode != 0 and "--cold-start: expected --model" in cold_module.stderr
+
+
+class _TiedRouter(torch.nn.Module):
+    """A token router whose first two experts tie exactly (equal rows and biases, both well above
+    the others): any top-1 between them is a top-1, and the two experts' outputs differ widely."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.router = torch.nn.Linear(8, 4)
+        self.experts = torch.nn.Parameter(torch.randn(4, 8, 8, generator=torch.Generator().manual_seed(3)))
+        with torch.no_grad():
+            self.router.weight[1] = self.router.weight[0]
+            self.router.bias.copy_(torch.tensor([10.0, 10.0, -10.0, -10.0]))
+
+    def forward(self, x):
+        _, picks = torch.topk(self.router(x), 1, dim=-1)
+        return torch.einsum("td,tdo->to", x, self.experts[picks[:, 0]])
+
+
+def test_model_bench_judges_a_system_by_the_picks_it_made():
+    """bench --model's judgement (issue 19): a system that breaks a router's tie otherwise than eager
+    is judged against float64 making its picks and passes; judged against eager's picks it would
+    fail; picks that are no top-k of the input fail either way."""
+    import copy
+
+    from thunder_aot.bench.models import judge_with_picks
+    from thunder_aot.errors import ExportError
+    from thunder_aot.verify.judge import judge, run64_choosing, run_choosing, run_recording_choices
+
+    torch.manual_seed(0)
+    model = _TiedRouter().to(torch.bfloat16).eval()
+    model64 = copy.deepcopy(model).double()
+    x = torch.randn(16, 8, generator=torch.Generator().manual_seed(1)).to(torch.bfloat16)
+    with torch.no_grad():
+        expected, eager_picks = run_recording_choices(model, [x])
+        reference = run64_choosing(model64, [x], eager_picks, model64)
+        flipped = [1 - eager_picks[0]]  # the other of the tied experts, every token
+        got = run_choosing(model, [x], flipped)
+        assert judge_with_picks(expected, eager_picks, got, flipped, reference, model, model64, [x], "tie") == 16
+        with pytest.raises(ExportError):
+            judge(expected, got, reference, "tie judged by eager's picks")
+        assert judge_with_picks(expected, eager_picks, expected, eager_picks, reference, model, model64, [x], "same") == 0
+        wrong = [torch.full_like(eager_picks[0], 2)]  # a pick 20 below the row's largest
+        with pytest.raises(ExportError):
+            judge_with_picks(expected, eager_picks, run_choosing(model, [x], wrong), wrong, reference, model, model64,
+                             [x], "wrong")

@@ -109,6 +109,30 @@ def _model_graph(
     return replay, out, picks
 
 
+def judge_with_picks(
+    expected: torch.Tensor, eager_picks: list[torch.Tensor], got: torch.Tensor, picks: list[torch.Tensor] | None,
+    reference: torch.Tensor | None, eager: torch.nn.Module, reference_model: torch.nn.Module,
+    inputs: list[torch.Tensor], where: str,
+) -> int:
+    """Judge one system's output ``got`` (``picks``: the top-k picks it made; None: not watched)
+    against eager's ``expected`` and ``reference`` (float64 making eager's picks). Where its picks
+    differ from eager's, against the float64 run making its own, which must be a top-k of float64's
+    input within ``verify.judge.PICK_TOLERANCE`` (else it is judged against eager's picks, and a
+    different expert's output fails). Returns how many routed rows it picked otherwise than eager."""
+    from thunder_aot.verify.judge import ChoicesDiffer, judge, run64_choosing, run_choosing, same_choices
+
+    if picks is None or same_choices(eager_picks, picks):
+        judge(expected, got, reference, where)
+        return 0
+    rows = sum(int((a != b).any(-1).sum()) for a, b in zip(eager_picks, picks) if a.shape == b.shape)
+    try:
+        reference_ours = run64_choosing(reference_model, inputs, picks, reference_model, fallback=False)
+    except ChoicesDiffer:
+        reference_ours = None
+    judge(expected, got, reference, where, reference_ours, run_choosing(eager, inputs, picks))
+    return max(rows, 1)
+
+
 def _picks_of(name: str, picks: dict[str, list[torch.Tensor]]) -> list[torch.Tensor] | None:
     """The top-k picks a system made (watched on its plain calls): a system replaying per-layer CUDA
     graphs (``..., graphed``) runs the kernels of its plain twin on the same inputs, so its twin's."""
@@ -135,9 +159,7 @@ def run_model_bench(
     from thunder_aot.exporter.resolve import resolve_module
     from thunder_aot.layers import DecoderLayerMaskCall, DecoderStackCall, LastTokenLogits, StackAdapter, prefill_call
     from thunder_aot.verify import load_module_from_text
-    from thunder_aot.verify.judge import (
-        ChoicesDiffer, judge, run64_choosing, run_choosing, run_recording_choices, same_choices,
-    )
+    from thunder_aot.verify.judge import run64_choosing, run_recording_choices
 
     cuda = torch.cuda.is_available()
     torch.set_num_threads(1)
@@ -249,11 +271,7 @@ def run_model_bench(
             # a near tie a bf16 router breaks otherwise than eager's is no error; verify.judge)
             expected, picks = run_recording_choices(forwards["Eager"], [ids])
             chosen = {"Eager": picks, "Eager, model graph": picks}
-
-            def run64_making(choices, fallback=True, ids=ids):  # grouped matmuls in float64 too
-                return run64_choosing(reference_model, [ids], choices, reference_model, fallback=fallback)
-
-            reference = run64_making(picks)
+            reference = run64_choosing(reference_model, [ids], picks, reference_model)  # grouped matmuls too
             systems: dict[str, Call] = {}
             outputs: dict[str, torch.Tensor] = {}
             for name, forward in forwards.items():
@@ -272,19 +290,11 @@ def run_model_bench(
             for name, fn in list(systems.items()):
                 try:
                     got = outputs[name] if name in outputs else fn()
-                    ours = _picks_of(name, chosen)
-                    if ours is None or same_choices(picks, ours):  # (torch.compile's are not watched)
-                        judge(expected, got.clone(), reference, f"{name} at {point}")
-                    else:
-                        rows = sum(int((a != b).any(-1).sum()) for a, b in zip(picks, ours) if a.shape == b.shape)
-                        progress(f"{point}: {name} picks other experts than eager for {rows} token(s): "
-                                 "judged against float64 making its picks")
-                        try:  # (none where its picks are no top-k of float64's input: judged as they are)
-                            reference_ours = run64_making(ours, fallback=False)
-                        except ChoicesDiffer:
-                            reference_ours = None
-                        judge(expected, got.clone(), reference, f"{name} at {point}", reference_ours,
-                              run_choosing(reference_eager, [ids], ours))
+                    rows = judge_with_picks(expected, picks, got.clone(), _picks_of(name, chosen), reference,
+                                            reference_eager, reference_model, [ids], f"{name} at {point}")
+                    if rows:
+                        progress(f"{point}: {name} picks other experts than eager in {rows} routed row(s) "
+                                 "(tokens x layers): judged against float64 making its picks")
                 except Exception as e:  # noqa: BLE001 - reported with the reason
                     mark = "MISMATCH: " if name.startswith("thunder-aot") else ""
                     skipped[f"{name} at {point}"] = f"{mark}{type(e).__name__}: {' '.join(str(e).split())[:200]}"
