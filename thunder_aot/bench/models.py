@@ -19,7 +19,8 @@ The systems (each a copy of the model sharing nothing with the others but its we
   the whole forward captured in one CUDA graph by the caller per token count and replayed (as SGLang
   runs its decode batches).
 
-Every system's last-token logits are judged against eager's (float64 reference) before timing; a
+Every system's last-token logits are judged against eager's (float64 reference making the system's
+own top-k picks: :func:`judge_with_picks`) before timing; a
 baseline that fails is listed as skipped with the reason, a thunder-aot system that fails too
 (marked ``MISMATCH``), so a report never times a wrong answer silently.
 """
