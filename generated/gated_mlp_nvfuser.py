@@ -18,17 +18,17 @@ from thunder_aot.runtime import (
     GLOBAL_FORWARD_HOOKS,
     GLOBAL_FORWARD_PRE_HOOKS,
     GeneratedModule,
+    GuardTable,
     NoBucketError,
     bad_input,
     dynamo_compiling,
     is_grad_enabled,
     no_autograd,
     no_bucket,
-    record_guard,
     require,
 )
 
-require(5)
+require(6)
 from thunder_aot.runtime.nvfuser import Fusion, SizedFusions, contiguity, frontend
 
 FusionDefinition, DataType = frontend("nvfuser_direct")
@@ -38,8 +38,8 @@ __all__ = ["BUCKETS", "NoBucketError", "GatedMLP", "forward"]
 _OWNER = "GatedMLP"
 #: Shapes this module serves, in dispatch order (the first bucket that matches is used).
 BUCKETS = ("[s0=1..512]x256:float32",)
-#: the first input's shape -> its guard and program (recorded by _dispatch: thunder_aot.runtime.record_guard)
-_FAST: dict = {}
+#: the first input's shape -> its guard, program and sizes, recorded by _dispatch (thunder_aot.runtime.GuardTable)
+_FAST = GuardTable()
 
 
 def define_fusion0(fd: FusionDefinition, s0: int) -> None:
@@ -70,7 +70,7 @@ def define_fusion0(fd: FusionDefinition, s0: int) -> None:
 fusion0 = SizedFusions(FusionDefinition, define_fusion0)
 
 
-def _dispatch(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight) -> int:
+def _dispatch(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight) -> tuple[int, tuple[int, ...]]:
     """The checked path: every check of the arguments, then the program of the first bucket the
     inputs' shapes and dtypes match; records a guard of these tensors for their shape."""
     if not (isinstance(x, torch.Tensor) and x.is_cuda and x.is_contiguous()):
@@ -87,32 +87,26 @@ def _dispatch(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight) -> in
     if (
         dtype_0 is torch.float32 and len(shape_0) == 2 and 1 <= shape_0[0] <= 512 and shape_0[1] == 256
     ):  # [s0=1..512]x256:float32
-        program = 0
+        program, sizes = 0, (shape_0[0],)
     else:
         raise no_bucket(_OWNER, ("x",), (x,), BUCKETS)
-    record_guard(_FAST, shape_0, program, (x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight))
-    return program
+    _FAST.record(shape_0, program, sizes, (x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight))
+    return program, sizes
 
 
 def forward(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight):
     """GatedMLP.forward as a pure function of its inputs, parameters and buffers."""
-    try:
-        shape_0 = x.shape
-        fast = _FAST.get(shape_0)
-    except (AttributeError, TypeError):  # not a tensor: _dispatch's checks say what it must be
-        shape_0 = fast = None
-    if (
-        fast is not None
-        and (fast[2] or not is_grad_enabled())
-        and not dynamo_compiling()
-        and fast[0](x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight)
-    ):
-        program = fast[1]
+    # the entry whose guard passed last (calls that repeat a shape need no lookup), else this shape's
+    fast = None if dynamo_compiling() else _FAST.last
+    if fast is not None and not fast[0](x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight):
+        fast = _FAST.find(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight)
+    if fast is not None and (fast[2] or not is_grad_enabled()):
+        program, sizes = fast[1], fast[4]
     else:
-        program = _dispatch(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight)
+        program, sizes = _dispatch(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight)
     if program == 0:
         # serves [s0=1..512]x256:float32
-        s0 = shape_0[0]
+        (s0,) = sizes
         # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
         t22 = torch.nn.functional.linear(x, t_gate_proj_weight, None)
         # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))

@@ -26,7 +26,7 @@ from thunder_aot.runtime import (
     unmerged,
 )
 
-require(5)
+require(6)
 
 __all__ = ["BUCKETS", "NoBucketError", "GatedMLP", "forward"]
 

@@ -18,6 +18,7 @@ from thunder_aot.runtime import (
     GLOBAL_FORWARD_HOOKS,
     GLOBAL_FORWARD_PRE_HOOKS,
     GeneratedModule,
+    GuardTable,
     NoBucketError,
     UnmergedError,
     bad_input,
@@ -25,12 +26,11 @@ from thunder_aot.runtime import (
     is_grad_enabled,
     no_autograd,
     no_bucket,
-    record_guard,
     require,
     unmerged,
 )
 
-require(5)
+require(6)
 from thunder_aot.runtime.triton import (
     INTERPRET,
     Kernel,
@@ -49,8 +49,8 @@ __all__ = ["BUCKETS", "NoBucketError", "GatedMLP", "forward"]
 _OWNER = "GatedMLP"
 #: Shapes this module serves, in dispatch order (the first bucket that matches is used).
 BUCKETS = ("[s0=1..512]x256:float32",)
-#: the first input's shape -> its guard and program (recorded by _dispatch: thunder_aot.runtime.record_guard)
-_FAST: dict = {}
+#: the first input's shape -> its guard, program and sizes, recorded by _dispatch (thunder_aot.runtime.GuardTable)
+_FAST = GuardTable()
 
 
 @triton.jit(do_not_specialize=["_rows"])
@@ -78,7 +78,7 @@ fusion0 = Kernel(fusion0_kernel, block=512, num_warps=1)
 
 def _dispatch(
     x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight, t_merged_gate_proj_up_proj_weight
-) -> int:
+) -> tuple[int, tuple[int, ...]]:
     """The checked path: every check of the arguments, then the program of the first bucket the
     inputs' shapes and dtypes match; records a guard of these tensors for their shape."""
     if not (isinstance(x, torch.Tensor) and x.is_contiguous() and (x.is_cuda or INTERPRET)):
@@ -100,53 +100,52 @@ def _dispatch(
     if (
         dtype_0 is torch.float32 and len(shape_0) == 2 and 1 <= shape_0[0] <= 512 and shape_0[1] == 256
     ):  # [s0=1..512]x256:float32
-        program = 0
+        program, sizes = 0, (shape_0[0],)
     else:
         raise no_bucket(_OWNER, ("x",), (x,), BUCKETS)
-    record_guard(
-        _FAST,
+    _FAST.record(
         shape_0,
         program,
+        sizes,
         (x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight, t_merged_gate_proj_up_proj_weight),
     )
-    return program
+    return program, sizes
 
 
 def forward(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight, t_merged_gate_proj_up_proj_weight):
     """GatedMLP.forward as a pure function of its inputs, parameters and buffers."""
-    try:
-        shape_0 = x.shape
-        fast = _FAST.get(shape_0)
-    except (AttributeError, TypeError):  # not a tensor: _dispatch's checks say what it must be
-        shape_0 = fast = None
+    # the entry whose guard passed last (calls that repeat a shape need no lookup), else this shape's
+    fast = None if dynamo_compiling() else _FAST.last
+    if fast is not None and not fast[0](
+        x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight, t_merged_gate_proj_up_proj_weight
+    ):
+        fast = _FAST.find(
+            x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight, t_merged_gate_proj_up_proj_weight
+        )
     if (
         fast is not None
         and (fast[2] or not is_grad_enabled())
-        and not dynamo_compiling()
-        and fast[0](
-            x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight, t_merged_gate_proj_up_proj_weight
-        )
         and t_gate_proj_weight.data_ptr() == t_merged_gate_proj_up_proj_weight.data_ptr()
         and t_up_proj_weight.data_ptr() == t_merged_gate_proj_up_proj_weight.data_ptr() + 524288
     ):
-        program = fast[1]
+        program, sizes = fast[1], fast[4]
         # the guard fixed the tensors' device; kernels launch directly on the current one
         _device = fast[3]
         if _device >= 0 and _device != current_device():
             _device = -1
     else:
-        program = _dispatch(
+        program, sizes = _dispatch(
             x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight, t_merged_gate_proj_up_proj_weight
         )
         _device = eager_device(x)
     if program == 0:
         # serves [s0=1..512]x256:float32
-        s0 = shape_0[0]
+        (s0,) = sizes
         # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
         t22_merged = torch.nn.functional.linear(x, t_merged_gate_proj_up_proj_weight, None)
         # fusion0: slice, slice, neg, exp, add, reciprocal, mul, mul
         t22_merged = t22_merged.contiguous()
-        _rows = t22_merged.numel() // 1024
+        _rows = s0
         input_ = (
             empty_strided_cuda((s0, 512), (512, 1), torch.float32)
             if _device >= 0

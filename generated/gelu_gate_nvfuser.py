@@ -18,17 +18,17 @@ from thunder_aot.runtime import (
     GLOBAL_FORWARD_HOOKS,
     GLOBAL_FORWARD_PRE_HOOKS,
     GeneratedModule,
+    GuardTable,
     NoBucketError,
     bad_input,
     dynamo_compiling,
     is_grad_enabled,
     no_autograd,
     no_bucket,
-    record_guard,
     require,
 )
 
-require(5)
+require(6)
 from thunder_aot.runtime.nvfuser import Fusion, SizedFusions, contiguity, frontend
 
 FusionDefinition, DataType = frontend("nvfuser_direct")
@@ -38,8 +38,8 @@ __all__ = ["BUCKETS", "NoBucketError", "GeluGate", "forward"]
 _OWNER = "GeluGate"
 #: Shapes this module serves, in dispatch order (the first bucket that matches is used).
 BUCKETS = ("[s0=1..2048]x2048:bfloat16",)
-#: the first input's shape -> its guard and program (recorded by _dispatch: thunder_aot.runtime.record_guard)
-_FAST: dict = {}
+#: the first input's shape -> its guard, program and sizes, recorded by _dispatch (thunder_aot.runtime.GuardTable)
+_FAST = GuardTable()
 
 
 def define_fusion0(fd: FusionDefinition, s0: int) -> None:
@@ -95,7 +95,7 @@ def define_fusion0(fd: FusionDefinition, s0: int) -> None:
 fusion0 = SizedFusions(FusionDefinition, define_fusion0)
 
 
-def _dispatch(gate_up) -> int:
+def _dispatch(gate_up) -> tuple[int, tuple[int, ...]]:
     """The checked path: every check of the arguments, then the program of the first bucket the
     inputs' shapes and dtypes match; records a guard of these tensors for their shape."""
     if not (isinstance(gate_up, torch.Tensor) and gate_up.is_cuda and gate_up.is_contiguous()):
@@ -107,32 +107,26 @@ def _dispatch(gate_up) -> int:
     if (
         dtype_0 is torch.bfloat16 and len(shape_0) == 2 and 1 <= shape_0[0] <= 2048 and shape_0[1] == 2048
     ):  # [s0=1..2048]x2048:bfloat16
-        program = 0
+        program, sizes = 0, (shape_0[0],)
     else:
         raise no_bucket(_OWNER, ("gate_up",), (gate_up,), BUCKETS)
-    record_guard(_FAST, shape_0, program, (gate_up,))
-    return program
+    _FAST.record(shape_0, program, sizes, (gate_up,))
+    return program, sizes
 
 
 def forward(gate_up):
     """GeluGate.forward as a pure function of its inputs, parameters and buffers."""
-    try:
-        shape_0 = gate_up.shape
-        fast = _FAST.get(shape_0)
-    except (AttributeError, TypeError):  # not a tensor: _dispatch's checks say what it must be
-        shape_0 = fast = None
-    if (
-        fast is not None
-        and (fast[2] or not is_grad_enabled())
-        and not dynamo_compiling()
-        and fast[0](gate_up)
-    ):
-        program = fast[1]
+    # the entry whose guard passed last (calls that repeat a shape need no lookup), else this shape's
+    fast = None if dynamo_compiling() else _FAST.last
+    if fast is not None and not fast[0](gate_up):
+        fast = _FAST.find(gate_up)
+    if fast is not None and (fast[2] or not is_grad_enabled()):
+        program, sizes = fast[1], fast[4]
     else:
-        program = _dispatch(gate_up)
+        program, sizes = _dispatch(gate_up)
     if program == 0:
         # serves [s0=1..2048]x2048:bfloat16
-        s0 = shape_0[0]
+        (s0,) = sizes
         # fusion0: slice, slice, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, convert_element_type, add, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, tanh, convert_element_type, convert_element_type, add, convert_element_type, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, convert_element_type, mul, convert_element_type
         (t36,) = (fusion0.by_size.get(s0) or fusion0.record(s0)).execute([gate_up])
         return t36

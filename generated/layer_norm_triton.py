@@ -18,6 +18,7 @@ from thunder_aot.runtime import (
     GLOBAL_FORWARD_HOOKS,
     GLOBAL_FORWARD_PRE_HOOKS,
     GeneratedModule,
+    GuardTable,
     NoBucketError,
     bad_input,
     bad_state,
@@ -25,11 +26,10 @@ from thunder_aot.runtime import (
     is_grad_enabled,
     no_autograd,
     no_bucket,
-    record_guard,
     require,
 )
 
-require(5)
+require(6)
 from thunder_aot.runtime.triton import (
     INTERPRET,
     Kernel,
@@ -48,8 +48,8 @@ __all__ = ["BUCKETS", "NoBucketError", "LayerNorm", "forward"]
 _OWNER = "LayerNorm"
 #: Shapes this module serves, in dispatch order (the first bucket that matches is used).
 BUCKETS = ("[s0=1..2048]x1024:bfloat16",)
-#: the first input's shape -> its guard and program (recorded by _dispatch: thunder_aot.runtime.record_guard)
-_FAST: dict = {}
+#: the first input's shape -> its guard, program and sizes, recorded by _dispatch (thunder_aot.runtime.GuardTable)
+_FAST = GuardTable()
 
 
 @triton.jit
@@ -82,7 +82,7 @@ def fusion0_kernel(input__ptr, t_weight_ptr, t_bias_ptr, t28_out_ptr, N: tl.cons
 fusion0 = Kernel(fusion0_kernel, block=1024, num_warps=1)
 
 
-def _dispatch(input_, t_bias, t_weight) -> int:
+def _dispatch(input_, t_bias, t_weight) -> tuple[int, tuple[int, ...]]:
     """The checked path: every check of the arguments, then the program of the first bucket the
     inputs' shapes and dtypes match; records a guard of these tensors for their shape."""
     if not (isinstance(input_, torch.Tensor) and input_.is_contiguous() and (input_.is_cuda or INTERPRET)):
@@ -120,37 +120,31 @@ def _dispatch(input_, t_bias, t_weight) -> int:
     if (
         dtype_0 is torch.bfloat16 and len(shape_0) == 2 and 1 <= shape_0[0] <= 2048 and shape_0[1] == 1024
     ):  # [s0=1..2048]x1024:bfloat16
-        program = 0
+        program, sizes = 0, (shape_0[0],)
     else:
         raise no_bucket(_OWNER, ("input_",), (input_,), BUCKETS)
-    record_guard(_FAST, shape_0, program, (input_, t_bias, t_weight))
-    return program
+    _FAST.record(shape_0, program, sizes, (input_, t_bias, t_weight))
+    return program, sizes
 
 
 def forward(input_, t_bias, t_weight):
     """LayerNorm.forward as a pure function of its inputs, parameters and buffers."""
-    try:
-        shape_0 = input_.shape
-        fast = _FAST.get(shape_0)
-    except (AttributeError, TypeError):  # not a tensor: _dispatch's checks say what it must be
-        shape_0 = fast = None
-    if (
-        fast is not None
-        and (fast[2] or not is_grad_enabled())
-        and not dynamo_compiling()
-        and fast[0](input_, t_bias, t_weight)
-    ):
-        program = fast[1]
+    # the entry whose guard passed last (calls that repeat a shape need no lookup), else this shape's
+    fast = None if dynamo_compiling() else _FAST.last
+    if fast is not None and not fast[0](input_, t_bias, t_weight):
+        fast = _FAST.find(input_, t_bias, t_weight)
+    if fast is not None and (fast[2] or not is_grad_enabled()):
+        program, sizes = fast[1], fast[4]
         # the guard fixed the tensors' device; kernels launch directly on the current one
         _device = fast[3]
         if _device >= 0 and _device != current_device():
             _device = -1
     else:
-        program = _dispatch(input_, t_bias, t_weight)
+        program, sizes = _dispatch(input_, t_bias, t_weight)
         _device = eager_device(input_)
     if program == 0:
         # serves [s0=1..2048]x1024:bfloat16
-        s0 = shape_0[0]
+        (s0,) = sizes
         # fusion0: convert_element_type, shallow_copy, var_mean, broadcast_in_dim, broadcast_in_dim, shallow_copy, shallow_copy, add, rsqrt, broadcast_in_dim, convert_element_type, sub, broadcast_in_dim, mul, broadcast_in_dim, convert_element_type, mul, broadcast_in_dim, convert_element_type, add, convert_element_type, convert_element_type, convert_element_type
         t28 = (
             empty_strided_cuda((s0, 1024), (1024, 1), torch.bfloat16)
@@ -162,9 +156,9 @@ def forward(input_, t_bias, t_weight):
         _kernel = fusion0.binaries.get(_device + _device + _misaligned)
         # the C launch where the kernel is compiled for _device and this alignment; else Kernel.launch
         if _kernel is not None:
-            _kernel[1](input_.numel() // 1024, 1, 1, raw_stream(_device), *_kernel[2], *_raw, 1024, 1024)
+            _kernel[1](s0, 1, 1, raw_stream(_device), *_kernel[2], *_raw, 1024, 1024)
         else:
-            fusion0.launch(input_.numel() // 1024, (input_, t_weight, t_bias, t28), _raw, _misaligned, 1024)
+            fusion0.launch(s0, (input_, t_weight, t_bias, t28), _raw, _misaligned, 1024)
         return t28
 
 

@@ -18,6 +18,7 @@ from thunder_aot.runtime import (
     GLOBAL_FORWARD_HOOKS,
     GLOBAL_FORWARD_PRE_HOOKS,
     GeneratedModule,
+    GuardTable,
     NoBucketError,
     bad_input,
     bad_state,
@@ -25,11 +26,10 @@ from thunder_aot.runtime import (
     is_grad_enabled,
     no_autograd,
     no_bucket,
-    record_guard,
     require,
 )
 
-require(5)
+require(6)
 from thunder_aot.runtime.nvfuser import Fusion, SizedFusions, contiguity, frontend
 
 FusionDefinition, DataType = frontend("nvfuser_direct")
@@ -39,8 +39,8 @@ __all__ = ["BUCKETS", "NoBucketError", "ResidualRMSNorm", "forward"]
 _OWNER = "ResidualRMSNorm"
 #: Shapes this module serves, in dispatch order (the first bucket that matches is used).
 BUCKETS = ("1x[S=1..2048]x2880:bfloat16, 1x[S]x2880:bfloat16",)
-#: the first input's shape -> its guard and program (recorded by _dispatch: thunder_aot.runtime.record_guard)
-_FAST: dict = {}
+#: the first input's shape -> its guard, program and sizes, recorded by _dispatch (thunder_aot.runtime.GuardTable)
+_FAST = GuardTable()
 
 
 def define_fusion0(fd: FusionDefinition, S: int) -> None:
@@ -91,7 +91,7 @@ def define_fusion0(fd: FusionDefinition, S: int) -> None:
 fusion0 = SizedFusions(FusionDefinition, define_fusion0)
 
 
-def _dispatch(x, residual, t_norm_weight) -> int:
+def _dispatch(x, residual, t_norm_weight) -> tuple[int, tuple[int, ...]]:
     """The checked path: every check of the arguments, then the program of the first bucket the
     inputs' shapes and dtypes match; records a guard of these tensors for their shape."""
     if not (isinstance(x, torch.Tensor) and x.is_cuda and x.is_contiguous()):
@@ -134,7 +134,7 @@ def _dispatch(x, residual, t_norm_weight) -> int:
         and shape_1[1] == shape_0[1]
         and shape_1[2] == 2880
     ):  # 1x[S=1..2048]x2880:bfloat16, 1x[S]x2880:bfloat16
-        program = 0
+        program, sizes = 0, (shape_0[1],)
     else:
         raise no_bucket(
             _OWNER,
@@ -145,29 +145,23 @@ def _dispatch(x, residual, t_norm_weight) -> int:
             ),
             BUCKETS,
         )
-    record_guard(_FAST, shape_0, program, (x, residual, t_norm_weight))
-    return program
+    _FAST.record(shape_0, program, sizes, (x, residual, t_norm_weight))
+    return program, sizes
 
 
 def forward(x, residual, t_norm_weight):
     """ResidualRMSNorm.forward as a pure function of its inputs, parameters and buffers."""
-    try:
-        shape_0 = x.shape
-        fast = _FAST.get(shape_0)
-    except (AttributeError, TypeError):  # not a tensor: _dispatch's checks say what it must be
-        shape_0 = fast = None
-    if (
-        fast is not None
-        and (fast[2] or not is_grad_enabled())
-        and not dynamo_compiling()
-        and fast[0](x, residual, t_norm_weight)
-    ):
-        program = fast[1]
+    # the entry whose guard passed last (calls that repeat a shape need no lookup), else this shape's
+    fast = None if dynamo_compiling() else _FAST.last
+    if fast is not None and not fast[0](x, residual, t_norm_weight):
+        fast = _FAST.find(x, residual, t_norm_weight)
+    if fast is not None and (fast[2] or not is_grad_enabled()):
+        program, sizes = fast[1], fast[4]
     else:
-        program = _dispatch(x, residual, t_norm_weight)
+        program, sizes = _dispatch(x, residual, t_norm_weight)
     if program == 0:
         # serves 1x[S=1..2048]x2880:bfloat16, 1x[S]x2880:bfloat16
-        S = shape_0[1]
+        (S,) = sizes
         # fusion0: convert_element_type, convert_element_type, add, convert_element_type, convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
         hidden_states, t21 = (fusion0.by_size.get(S) or fusion0.record(S)).execute(
             [x, residual, t_norm_weight]

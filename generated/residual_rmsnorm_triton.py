@@ -18,6 +18,7 @@ from thunder_aot.runtime import (
     GLOBAL_FORWARD_HOOKS,
     GLOBAL_FORWARD_PRE_HOOKS,
     GeneratedModule,
+    GuardTable,
     NoBucketError,
     bad_input,
     bad_state,
@@ -25,11 +26,10 @@ from thunder_aot.runtime import (
     is_grad_enabled,
     no_autograd,
     no_bucket,
-    record_guard,
     require,
 )
 
-require(5)
+require(6)
 from thunder_aot.runtime.triton import (
     INTERPRET,
     Kernel,
@@ -48,8 +48,8 @@ __all__ = ["BUCKETS", "NoBucketError", "ResidualRMSNorm", "forward"]
 _OWNER = "ResidualRMSNorm"
 #: Shapes this module serves, in dispatch order (the first bucket that matches is used).
 BUCKETS = ("1x[S=1..2048]x2880:bfloat16, 1x[S]x2880:bfloat16",)
-#: the first input's shape -> its guard and program (recorded by _dispatch: thunder_aot.runtime.record_guard)
-_FAST: dict = {}
+#: the first input's shape -> its guard, program and sizes, recorded by _dispatch (thunder_aot.runtime.GuardTable)
+_FAST = GuardTable()
 
 
 @triton.jit
@@ -94,7 +94,7 @@ def fusion0_kernel(
 fusion0 = Kernel(fusion0_kernel, block=4096, num_warps=4)
 
 
-def _dispatch(x, residual, t_norm_weight) -> int:
+def _dispatch(x, residual, t_norm_weight) -> tuple[int, tuple[int, ...]]:
     """The checked path: every check of the arguments, then the program of the first bucket the
     inputs' shapes and dtypes match; records a guard of these tensors for their shape."""
     if not (isinstance(x, torch.Tensor) and x.is_contiguous() and (x.is_cuda or INTERPRET)):
@@ -137,7 +137,7 @@ def _dispatch(x, residual, t_norm_weight) -> int:
         and shape_1[1] == shape_0[1]
         and shape_1[2] == 2880
     ):  # 1x[S=1..2048]x2880:bfloat16, 1x[S]x2880:bfloat16
-        program = 0
+        program, sizes = 0, (shape_0[1],)
     else:
         raise no_bucket(
             _OWNER,
@@ -148,34 +148,28 @@ def _dispatch(x, residual, t_norm_weight) -> int:
             ),
             BUCKETS,
         )
-    record_guard(_FAST, shape_0, program, (x, residual, t_norm_weight))
-    return program
+    _FAST.record(shape_0, program, sizes, (x, residual, t_norm_weight))
+    return program, sizes
 
 
 def forward(x, residual, t_norm_weight):
     """ResidualRMSNorm.forward as a pure function of its inputs, parameters and buffers."""
-    try:
-        shape_0 = x.shape
-        fast = _FAST.get(shape_0)
-    except (AttributeError, TypeError):  # not a tensor: _dispatch's checks say what it must be
-        shape_0 = fast = None
-    if (
-        fast is not None
-        and (fast[2] or not is_grad_enabled())
-        and not dynamo_compiling()
-        and fast[0](x, residual, t_norm_weight)
-    ):
-        program = fast[1]
+    # the entry whose guard passed last (calls that repeat a shape need no lookup), else this shape's
+    fast = None if dynamo_compiling() else _FAST.last
+    if fast is not None and not fast[0](x, residual, t_norm_weight):
+        fast = _FAST.find(x, residual, t_norm_weight)
+    if fast is not None and (fast[2] or not is_grad_enabled()):
+        program, sizes = fast[1], fast[4]
         # the guard fixed the tensors' device; kernels launch directly on the current one
         _device = fast[3]
         if _device >= 0 and _device != current_device():
             _device = -1
     else:
-        program = _dispatch(x, residual, t_norm_weight)
+        program, sizes = _dispatch(x, residual, t_norm_weight)
         _device = eager_device(x)
     if program == 0:
         # serves 1x[S=1..2048]x2880:bfloat16, 1x[S]x2880:bfloat16
-        S = shape_0[1]
+        (S,) = sizes
         # fusion0: convert_element_type, convert_element_type, add, convert_element_type, convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
         hidden_states = (
             empty_strided_cuda((1, S, 2880), (2880 * S, 2880, 1), torch.bfloat16)
@@ -198,11 +192,9 @@ def forward(x, residual, t_norm_weight):
         _kernel = fusion0.binaries.get(_device + _device + _misaligned)
         # the C launch where the kernel is compiled for _device and this alignment; else Kernel.launch
         if _kernel is not None:
-            _kernel[1](x.numel() // 2880, 1, 1, raw_stream(_device), *_kernel[2], *_raw, 2880, 4096)
+            _kernel[1](S, 1, 1, raw_stream(_device), *_kernel[2], *_raw, 2880, 4096)
         else:
-            fusion0.launch(
-                x.numel() // 2880, (x, residual, t_norm_weight, hidden_states, t21), _raw, _misaligned, 2880
-            )
+            fusion0.launch(S, (x, residual, t_norm_weight, hidden_states, t21), _raw, _misaligned, 2880)
         return t21, hidden_states
 
 

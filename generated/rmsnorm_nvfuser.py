@@ -21,6 +21,7 @@ from thunder_aot.runtime import (
     GLOBAL_FORWARD_HOOKS,
     GLOBAL_FORWARD_PRE_HOOKS,
     GeneratedModule,
+    GuardTable,
     NoBucketError,
     bad_input,
     bad_state,
@@ -28,11 +29,10 @@ from thunder_aot.runtime import (
     is_grad_enabled,
     no_autograd,
     no_bucket,
-    record_guard,
     require,
 )
 
-require(5)
+require(6)
 from thunder_aot.runtime.nvfuser import Fusion, SizedFusions, contiguity, frontend
 
 FusionDefinition, DataType = frontend("nvfuser_direct")
@@ -47,8 +47,8 @@ BUCKETS = (
     "1x1369x2880:bfloat16",
     "1x[s0=1..2048]x2880:bfloat16",
 )
-#: the first input's shape -> its guard and program (recorded by _dispatch: thunder_aot.runtime.record_guard)
-_FAST: dict = {}
+#: the first input's shape -> its guard, program and sizes, recorded by _dispatch (thunder_aot.runtime.GuardTable)
+_FAST = GuardTable()
 
 
 def define_fusion0(fd: FusionDefinition, s0: int) -> None:
@@ -86,7 +86,7 @@ def define_fusion0(fd: FusionDefinition, s0: int) -> None:
 fusion0 = SizedFusions(FusionDefinition, define_fusion0, sizes=((15,), (568,), (1369,)))
 
 
-def _dispatch(hidden_states, t_weight) -> int:
+def _dispatch(hidden_states, t_weight) -> tuple[int, tuple[int, ...]]:
     """The checked path: every check of the arguments, then the program of the first bucket the
     inputs' shapes and dtypes match; records a guard of these tensors for their shape."""
     if not (
@@ -111,11 +111,11 @@ def _dispatch(hidden_states, t_weight) -> int:
     shape_0 = hidden_states.shape
     dtype_0 = hidden_states.dtype
     if dtype_0 is torch.bfloat16 and shape_0 == (1, 15, 2880):  # 1x15x2880:bfloat16
-        program = 0
+        program, sizes = 0, (shape_0[1],)
     elif dtype_0 is torch.bfloat16 and shape_0 == (1, 568, 2880):  # 1x568x2880:bfloat16
-        program = 0
+        program, sizes = 0, (shape_0[1],)
     elif dtype_0 is torch.bfloat16 and shape_0 == (1, 1369, 2880):  # 1x1369x2880:bfloat16
-        program = 0
+        program, sizes = 0, (shape_0[1],)
     elif (
         dtype_0 is torch.bfloat16
         and len(shape_0) == 3
@@ -123,32 +123,26 @@ def _dispatch(hidden_states, t_weight) -> int:
         and 1 <= shape_0[1] <= 2048
         and shape_0[2] == 2880
     ):  # 1x[s0=1..2048]x2880:bfloat16
-        program = 0
+        program, sizes = 0, (shape_0[1],)
     else:
         raise no_bucket(_OWNER, ("hidden_states",), (hidden_states,), BUCKETS)
-    record_guard(_FAST, shape_0, program, (hidden_states, t_weight))
-    return program
+    _FAST.record(shape_0, program, sizes, (hidden_states, t_weight))
+    return program, sizes
 
 
 def forward(hidden_states, t_weight):
     """GptOssRMSNorm.forward as a pure function of its inputs, parameters and buffers."""
-    try:
-        shape_0 = hidden_states.shape
-        fast = _FAST.get(shape_0)
-    except (AttributeError, TypeError):  # not a tensor: _dispatch's checks say what it must be
-        shape_0 = fast = None
-    if (
-        fast is not None
-        and (fast[2] or not is_grad_enabled())
-        and not dynamo_compiling()
-        and fast[0](hidden_states, t_weight)
-    ):
-        program = fast[1]
+    # the entry whose guard passed last (calls that repeat a shape need no lookup), else this shape's
+    fast = None if dynamo_compiling() else _FAST.last
+    if fast is not None and not fast[0](hidden_states, t_weight):
+        fast = _FAST.find(hidden_states, t_weight)
+    if fast is not None and (fast[2] or not is_grad_enabled()):
+        program, sizes = fast[1], fast[4]
     else:
-        program = _dispatch(hidden_states, t_weight)
+        program, sizes = _dispatch(hidden_states, t_weight)
     if program == 0:
         # serves 1x15x2880:bfloat16; 1x568x2880:bfloat16; 1x1369x2880:bfloat16; 1x[s0=1..2048]x2880:bfloat16
-        s0 = shape_0[1]
+        (s0,) = sizes
         # fusion0: convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
         (t16,) = (fusion0.by_size.get(s0) or fusion0.record(s0)).execute([hidden_states, t_weight])
         return t16

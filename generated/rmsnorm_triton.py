@@ -21,6 +21,7 @@ from thunder_aot.runtime import (
     GLOBAL_FORWARD_HOOKS,
     GLOBAL_FORWARD_PRE_HOOKS,
     GeneratedModule,
+    GuardTable,
     NoBucketError,
     bad_input,
     bad_state,
@@ -28,11 +29,10 @@ from thunder_aot.runtime import (
     is_grad_enabled,
     no_autograd,
     no_bucket,
-    record_guard,
     require,
 )
 
-require(5)
+require(6)
 from thunder_aot.runtime.triton import (
     INTERPRET,
     Kernel,
@@ -56,8 +56,8 @@ BUCKETS = (
     "1x1369x2880:bfloat16",
     "1x[s0=1..2048]x2880:bfloat16",
 )
-#: the first input's shape -> its guard and program (recorded by _dispatch: thunder_aot.runtime.record_guard)
-_FAST: dict = {}
+#: the first input's shape -> its guard, program and sizes, recorded by _dispatch (thunder_aot.runtime.GuardTable)
+_FAST = GuardTable()
 
 
 @triton.jit
@@ -87,7 +87,7 @@ def fusion0_kernel(hidden_states_ptr, t_weight_ptr, t16_out_ptr, N: tl.constexpr
 fusion0 = Kernel(fusion0_kernel, block=4096, num_warps=4)
 
 
-def _dispatch(hidden_states, t_weight) -> int:
+def _dispatch(hidden_states, t_weight) -> tuple[int, tuple[int, ...]]:
     """The checked path: every check of the arguments, then the program of the first bucket the
     inputs' shapes and dtypes match; records a guard of these tensors for their shape."""
     if not (
@@ -114,11 +114,11 @@ def _dispatch(hidden_states, t_weight) -> int:
     shape_0 = hidden_states.shape
     dtype_0 = hidden_states.dtype
     if dtype_0 is torch.bfloat16 and shape_0 == (1, 15, 2880):  # 1x15x2880:bfloat16
-        program = 0
+        program, sizes = 0, (shape_0[1],)
     elif dtype_0 is torch.bfloat16 and shape_0 == (1, 568, 2880):  # 1x568x2880:bfloat16
-        program = 0
+        program, sizes = 0, (shape_0[1],)
     elif dtype_0 is torch.bfloat16 and shape_0 == (1, 1369, 2880):  # 1x1369x2880:bfloat16
-        program = 0
+        program, sizes = 0, (shape_0[1],)
     elif (
         dtype_0 is torch.bfloat16
         and len(shape_0) == 3
@@ -126,37 +126,31 @@ def _dispatch(hidden_states, t_weight) -> int:
         and 1 <= shape_0[1] <= 2048
         and shape_0[2] == 2880
     ):  # 1x[s0=1..2048]x2880:bfloat16
-        program = 0
+        program, sizes = 0, (shape_0[1],)
     else:
         raise no_bucket(_OWNER, ("hidden_states",), (hidden_states,), BUCKETS)
-    record_guard(_FAST, shape_0, program, (hidden_states, t_weight))
-    return program
+    _FAST.record(shape_0, program, sizes, (hidden_states, t_weight))
+    return program, sizes
 
 
 def forward(hidden_states, t_weight):
     """GptOssRMSNorm.forward as a pure function of its inputs, parameters and buffers."""
-    try:
-        shape_0 = hidden_states.shape
-        fast = _FAST.get(shape_0)
-    except (AttributeError, TypeError):  # not a tensor: _dispatch's checks say what it must be
-        shape_0 = fast = None
-    if (
-        fast is not None
-        and (fast[2] or not is_grad_enabled())
-        and not dynamo_compiling()
-        and fast[0](hidden_states, t_weight)
-    ):
-        program = fast[1]
+    # the entry whose guard passed last (calls that repeat a shape need no lookup), else this shape's
+    fast = None if dynamo_compiling() else _FAST.last
+    if fast is not None and not fast[0](hidden_states, t_weight):
+        fast = _FAST.find(hidden_states, t_weight)
+    if fast is not None and (fast[2] or not is_grad_enabled()):
+        program, sizes = fast[1], fast[4]
         # the guard fixed the tensors' device; kernels launch directly on the current one
         _device = fast[3]
         if _device >= 0 and _device != current_device():
             _device = -1
     else:
-        program = _dispatch(hidden_states, t_weight)
+        program, sizes = _dispatch(hidden_states, t_weight)
         _device = eager_device(hidden_states)
     if program == 0:
         # serves 1x15x2880:bfloat16; 1x568x2880:bfloat16; 1x1369x2880:bfloat16; 1x[s0=1..2048]x2880:bfloat16
-        s0 = shape_0[1]
+        (s0,) = sizes
         # fusion0: convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
         t16 = (
             empty_strided_cuda((1, s0, 2880), (2880 * s0, 2880, 1), torch.bfloat16)
@@ -168,13 +162,9 @@ def forward(hidden_states, t_weight):
         _kernel = fusion0.binaries.get(_device + _device + _misaligned)
         # the C launch where the kernel is compiled for _device and this alignment; else Kernel.launch
         if _kernel is not None:
-            _kernel[1](
-                hidden_states.numel() // 2880, 1, 1, raw_stream(_device), *_kernel[2], *_raw, 2880, 4096
-            )
+            _kernel[1](s0, 1, 1, raw_stream(_device), *_kernel[2], *_raw, 2880, 4096)
         else:
-            fusion0.launch(
-                hidden_states.numel() // 2880, (hidden_states, t_weight, t16), _raw, _misaligned, 2880
-            )
+            fusion0.launch(s0, (hidden_states, t_weight, t16), _raw, _misaligned, 2880)
         return t16
 
 

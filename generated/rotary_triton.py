@@ -18,17 +18,17 @@ from thunder_aot.runtime import (
     GLOBAL_FORWARD_HOOKS,
     GLOBAL_FORWARD_PRE_HOOKS,
     GeneratedModule,
+    GuardTable,
     NoBucketError,
     bad_input,
     dynamo_compiling,
     is_grad_enabled,
     no_autograd,
     no_bucket,
-    record_guard,
     require,
 )
 
-require(5)
+require(6)
 from thunder_aot.runtime.triton import (
     INTERPRET,
     Kernel,
@@ -47,8 +47,8 @@ __all__ = ["BUCKETS", "NoBucketError", "RotaryEmbedding", "forward"]
 _OWNER = "RotaryEmbedding"
 #: Shapes this module serves, in dispatch order (the first bucket that matches is used).
 BUCKETS = ("1x8x[S=1..2048]x64:bfloat16, 1x1x[S]x64:bfloat16, 1x1x[S]x64:bfloat16",)
-#: the first input's shape -> its guard and program (recorded by _dispatch: thunder_aot.runtime.record_guard)
-_FAST: dict = {}
+#: the first input's shape -> its guard, program and sizes, recorded by _dispatch (thunder_aot.runtime.GuardTable)
+_FAST = GuardTable()
 
 
 @triton.jit(do_not_specialize=["S", "_rows"])
@@ -87,7 +87,7 @@ def fusion0_kernel(x_ptr, cos_ptr, sin_ptr, t19_out_ptr, S, _rows, N: tl.constex
 fusion0 = Kernel(fusion0_kernel, block=64, num_warps=1)
 
 
-def _dispatch(x, cos, sin) -> int:
+def _dispatch(x, cos, sin) -> tuple[int, tuple[int, ...]]:
     """The checked path: every check of the arguments, then the program of the first bucket the
     inputs' shapes and dtypes match; records a guard of these tensors for their shape."""
     if not (isinstance(x, torch.Tensor) and x.is_contiguous() and (x.is_cuda or INTERPRET)):
@@ -134,7 +134,7 @@ def _dispatch(x, cos, sin) -> int:
         and shape_2[2] == shape_0[2]
         and shape_2[3] == 64
     ):  # 1x8x[S=1..2048]x64:bfloat16, 1x1x[S]x64:bfloat16, 1x1x[S]x64:bfloat16
-        program = 0
+        program, sizes = 0, (shape_0[2],)
     else:
         raise no_bucket(
             _OWNER,
@@ -146,36 +146,30 @@ def _dispatch(x, cos, sin) -> int:
             ),
             BUCKETS,
         )
-    record_guard(_FAST, shape_0, program, (x, cos, sin))
-    return program
+    _FAST.record(shape_0, program, sizes, (x, cos, sin))
+    return program, sizes
 
 
 def forward(x, cos, sin):
     """RotaryEmbedding.forward as a pure function of its inputs, parameters and buffers."""
-    try:
-        shape_0 = x.shape
-        fast = _FAST.get(shape_0)
-    except (AttributeError, TypeError):  # not a tensor: _dispatch's checks say what it must be
-        shape_0 = fast = None
-    if (
-        fast is not None
-        and (fast[2] or not is_grad_enabled())
-        and not dynamo_compiling()
-        and fast[0](x, cos, sin)
-    ):
-        program = fast[1]
+    # the entry whose guard passed last (calls that repeat a shape need no lookup), else this shape's
+    fast = None if dynamo_compiling() else _FAST.last
+    if fast is not None and not fast[0](x, cos, sin):
+        fast = _FAST.find(x, cos, sin)
+    if fast is not None and (fast[2] or not is_grad_enabled()):
+        program, sizes = fast[1], fast[4]
         # the guard fixed the tensors' device; kernels launch directly on the current one
         _device = fast[3]
         if _device >= 0 and _device != current_device():
             _device = -1
     else:
-        program = _dispatch(x, cos, sin)
+        program, sizes = _dispatch(x, cos, sin)
         _device = eager_device(x)
     if program == 0:
         # serves 1x8x[S=1..2048]x64:bfloat16, 1x1x[S]x64:bfloat16, 1x1x[S]x64:bfloat16
-        S = shape_0[2]
+        (S,) = sizes
         # fusion0: slice, convert_element_type, neg, convert_element_type, slice, cat, broadcast_in_dim, convert_element_type, convert_element_type, mul, convert_element_type, broadcast_in_dim, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, convert_element_type, add, convert_element_type
-        _rows = x.numel() // 64
+        _rows = 8 * S
         t19 = (
             empty_strided_cuda((1, 8, S, 64), (64 * S * 8, 64 * S, 64, 1), torch.bfloat16)
             if _device >= 0

@@ -19,17 +19,17 @@ from thunder_aot.runtime import (
     GLOBAL_FORWARD_HOOKS,
     GLOBAL_FORWARD_PRE_HOOKS,
     GeneratedModule,
+    GuardTable,
     NoBucketError,
     bad_input,
     dynamo_compiling,
     is_grad_enabled,
     no_autograd,
     no_bucket,
-    record_guard,
     require,
 )
 
-require(5)
+require(6)
 from thunder_aot.runtime.nvfuser import Fusion, SizedFusions, contiguity, frontend
 
 FusionDefinition, DataType = frontend("nvfuser_direct")
@@ -42,8 +42,8 @@ BUCKETS = (
     "1x8x1x1:bfloat16, 1x1x1x1:float32",
     "1x8x[S=2..512]x[S]:bfloat16, 1x1x[S]x[S]:float32",
 )
-#: the first input's shape -> its guard and program (recorded by _dispatch: thunder_aot.runtime.record_guard)
-_FAST: dict = {}
+#: the first input's shape -> its guard, program and sizes, recorded by _dispatch (thunder_aot.runtime.GuardTable)
+_FAST = GuardTable()
 
 
 def define_program0_fusion0(fd: FusionDefinition) -> None:
@@ -130,7 +130,7 @@ def define_program1_fusion0(fd: FusionDefinition, S: int) -> None:
 program1_fusion0 = SizedFusions(FusionDefinition, define_program1_fusion0)
 
 
-def _dispatch(scores, mask_) -> int:
+def _dispatch(scores, mask_) -> tuple[int, tuple[int, ...]]:
     """The checked path: every check of the arguments, then the program of the first bucket the
     inputs' shapes and dtypes match; records a guard of these tensors for their shape."""
     if not (isinstance(scores, torch.Tensor) and scores.is_cuda and scores.is_contiguous()):
@@ -154,7 +154,7 @@ def _dispatch(scores, mask_) -> int:
         and dtype_1 is torch.float32
         and shape_1 == (1, 1, 1, 1)
     ):  # 1x8x1x1:bfloat16, 1x1x1x1:float32
-        program = 0
+        program, sizes = 0, ()
     elif (
         dtype_0 is torch.bfloat16
         and len(shape_0) == 4
@@ -169,7 +169,7 @@ def _dispatch(scores, mask_) -> int:
         and shape_1[2] == shape_0[2]
         and shape_1[3] == shape_0[2]
     ):  # 1x8x[S=2..512]x[S]:bfloat16, 1x1x[S]x[S]:float32
-        program = 1
+        program, sizes = 1, (shape_0[2],)
     else:
         raise no_bucket(
             _OWNER,
@@ -180,26 +180,20 @@ def _dispatch(scores, mask_) -> int:
             ),
             BUCKETS,
         )
-    record_guard(_FAST, shape_0, program, (scores, mask_))
-    return program
+    _FAST.record(shape_0, program, sizes, (scores, mask_))
+    return program, sizes
 
 
 def forward(scores, mask_):
     """ScaledMaskedSoftmax.forward as a pure function of its inputs, parameters and buffers."""
-    try:
-        shape_0 = scores.shape
-        fast = _FAST.get(shape_0)
-    except (AttributeError, TypeError):  # not a tensor: _dispatch's checks say what it must be
-        shape_0 = fast = None
-    if (
-        fast is not None
-        and (fast[2] or not is_grad_enabled())
-        and not dynamo_compiling()
-        and fast[0](scores, mask_)
-    ):
-        program = fast[1]
+    # the entry whose guard passed last (calls that repeat a shape need no lookup), else this shape's
+    fast = None if dynamo_compiling() else _FAST.last
+    if fast is not None and not fast[0](scores, mask_):
+        fast = _FAST.find(scores, mask_)
+    if fast is not None and (fast[2] or not is_grad_enabled()):
+        program, sizes = fast[1], fast[4]
     else:
-        program = _dispatch(scores, mask_)
+        program, sizes = _dispatch(scores, mask_)
     if program == 0:
         # serves 1x8x1x1:bfloat16, 1x1x1x1:float32
         # program0_fusion0: convert_element_type, mul, broadcast_in_dim, add, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, div, shallow_copy, convert_element_type
@@ -207,7 +201,7 @@ def forward(scores, mask_):
         return t18
     if program == 1:
         # serves 1x8x[S=2..512]x[S]:bfloat16, 1x1x[S]x[S]:float32
-        S = shape_0[2]
+        (S,) = sizes
         # program1_fusion0: convert_element_type, mul, broadcast_in_dim, add, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, broadcast_in_dim, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, broadcast_in_dim, div, shallow_copy, convert_element_type
         (t20,) = (program1_fusion0.by_size.get(S) or program1_fusion0.record(S)).execute([scores, mask_])
         return t20

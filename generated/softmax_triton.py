@@ -19,17 +19,17 @@ from thunder_aot.runtime import (
     GLOBAL_FORWARD_HOOKS,
     GLOBAL_FORWARD_PRE_HOOKS,
     GeneratedModule,
+    GuardTable,
     NoBucketError,
     bad_input,
     dynamo_compiling,
     is_grad_enabled,
     no_autograd,
     no_bucket,
-    record_guard,
     require,
 )
 
-require(5)
+require(6)
 from thunder_aot.runtime.triton import (
     INTERPRET,
     Kernel,
@@ -51,8 +51,8 @@ BUCKETS = (
     "1x8x1x1:bfloat16, 1x1x1x1:float32",
     "1x8x[S=2..512]x[S]:bfloat16, 1x1x[S]x[S]:float32",
 )
-#: the first input's shape -> its guard and program (recorded by _dispatch: thunder_aot.runtime.record_guard)
-_FAST: dict = {}
+#: the first input's shape -> its guard, program and sizes, recorded by _dispatch (thunder_aot.runtime.GuardTable)
+_FAST = GuardTable()
 
 
 @triton.jit(do_not_specialize=["_rows"])
@@ -109,7 +109,7 @@ def program1_fusion0_kernel(scores_ptr, mask__ptr, t20_out_ptr, S, _rows, N, BLO
 program1_fusion0 = Kernel(program1_fusion0_kernel, block=512, num_warps=1)
 
 
-def _dispatch(scores, mask_) -> int:
+def _dispatch(scores, mask_) -> tuple[int, tuple[int, ...]]:
     """The checked path: every check of the arguments, then the program of the first bucket the
     inputs' shapes and dtypes match; records a guard of these tensors for their shape."""
     if not (isinstance(scores, torch.Tensor) and scores.is_contiguous() and (scores.is_cuda or INTERPRET)):
@@ -133,7 +133,7 @@ def _dispatch(scores, mask_) -> int:
         and dtype_1 is torch.float32
         and shape_1 == (1, 1, 1, 1)
     ):  # 1x8x1x1:bfloat16, 1x1x1x1:float32
-        program = 0
+        program, sizes = 0, ()
     elif (
         dtype_0 is torch.bfloat16
         and len(shape_0) == 4
@@ -148,7 +148,7 @@ def _dispatch(scores, mask_) -> int:
         and shape_1[2] == shape_0[2]
         and shape_1[3] == shape_0[2]
     ):  # 1x8x[S=2..512]x[S]:bfloat16, 1x1x[S]x[S]:float32
-        program = 1
+        program, sizes = 1, (shape_0[2],)
     else:
         raise no_bucket(
             _OWNER,
@@ -159,35 +159,29 @@ def _dispatch(scores, mask_) -> int:
             ),
             BUCKETS,
         )
-    record_guard(_FAST, shape_0, program, (scores, mask_))
-    return program
+    _FAST.record(shape_0, program, sizes, (scores, mask_))
+    return program, sizes
 
 
 def forward(scores, mask_):
     """ScaledMaskedSoftmax.forward as a pure function of its inputs, parameters and buffers."""
-    try:
-        shape_0 = scores.shape
-        fast = _FAST.get(shape_0)
-    except (AttributeError, TypeError):  # not a tensor: _dispatch's checks say what it must be
-        shape_0 = fast = None
-    if (
-        fast is not None
-        and (fast[2] or not is_grad_enabled())
-        and not dynamo_compiling()
-        and fast[0](scores, mask_)
-    ):
-        program = fast[1]
+    # the entry whose guard passed last (calls that repeat a shape need no lookup), else this shape's
+    fast = None if dynamo_compiling() else _FAST.last
+    if fast is not None and not fast[0](scores, mask_):
+        fast = _FAST.find(scores, mask_)
+    if fast is not None and (fast[2] or not is_grad_enabled()):
+        program, sizes = fast[1], fast[4]
         # the guard fixed the tensors' device; kernels launch directly on the current one
         _device = fast[3]
         if _device >= 0 and _device != current_device():
             _device = -1
     else:
-        program = _dispatch(scores, mask_)
+        program, sizes = _dispatch(scores, mask_)
         _device = eager_device(scores)
     if program == 0:
         # serves 1x8x1x1:bfloat16, 1x1x1x1:float32
         # program0_fusion0: convert_element_type, mul, broadcast_in_dim, add, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, div, shallow_copy, convert_element_type
-        _rows = scores.numel() // 1
+        _rows = 8
         t18 = (
             empty_strided_cuda((1, 8, 1, 1), (8, 1, 1, 1), torch.bfloat16)
             if _device >= 0
@@ -204,9 +198,9 @@ def forward(scores, mask_):
         return t18
     if program == 1:
         # serves 1x8x[S=2..512]x[S]:bfloat16, 1x1x[S]x[S]:float32
-        S = shape_0[2]
+        (S,) = sizes
         # program1_fusion0: convert_element_type, mul, broadcast_in_dim, add, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, broadcast_in_dim, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, broadcast_in_dim, div, shallow_copy, convert_element_type
-        _rows = scores.numel() // scores.shape[-1]
+        _rows = 8 * S
         t20 = (
             empty_strided_cuda((1, 8, S, S), (S * S * 8, S * S, S, 1), torch.bfloat16)
             if _device >= 0
@@ -217,11 +211,9 @@ def forward(scores, mask_):
         _kernel = program1_fusion0.binaries.get(_device + _device + _misaligned)
         # the C launch where the kernel is compiled for _device and this alignment; else Kernel.launch
         if _kernel is not None:
-            _kernel[1]((_rows + 1) // 2, 1, 1, raw_stream(_device), *_kernel[2], *_raw, scores.shape[-1], 512)
+            _kernel[1]((_rows + 1) // 2, 1, 1, raw_stream(_device), *_kernel[2], *_raw, S, 512)
         else:
-            program1_fusion0.launch(
-                (_rows + 1) // 2, (scores, mask_, t20, S, _rows), _raw, _misaligned, scores.shape[-1]
-            )
+            program1_fusion0.launch((_rows + 1) // 2, (scores, mask_, t20, S, _rows), _raw, _misaligned, S)
         return t20
 
 

@@ -18,17 +18,17 @@ from thunder_aot.runtime import (
     GLOBAL_FORWARD_HOOKS,
     GLOBAL_FORWARD_PRE_HOOKS,
     GeneratedModule,
+    GuardTable,
     NoBucketError,
     bad_input,
     dynamo_compiling,
     is_grad_enabled,
     no_autograd,
     no_bucket,
-    record_guard,
     require,
 )
 
-require(5)
+require(6)
 from thunder_aot.runtime.triton import (
     INTERPRET,
     Kernel,
@@ -47,8 +47,8 @@ __all__ = ["BUCKETS", "NoBucketError", "TemperatureSoftmax", "forward"]
 _OWNER = "TemperatureSoftmax"
 #: Shapes this module serves, in dispatch order (the first bucket that matches is used).
 BUCKETS = ("[s0=1..64]x32000:bfloat16",)
-#: the first input's shape -> its guard and program (recorded by _dispatch: thunder_aot.runtime.record_guard)
-_FAST: dict = {}
+#: the first input's shape -> its guard, program and sizes, recorded by _dispatch (thunder_aot.runtime.GuardTable)
+_FAST = GuardTable()
 
 
 @triton.jit
@@ -93,7 +93,7 @@ def fusion0_kernel(logits_ptr, t17_out_ptr, N: tl.constexpr, BLOCK: tl.constexpr
 fusion0 = Kernel(fusion0_kernel, block=8192, num_warps=16)
 
 
-def _dispatch(logits) -> int:
+def _dispatch(logits) -> tuple[int, tuple[int, ...]]:
     """The checked path: every check of the arguments, then the program of the first bucket the
     inputs' shapes and dtypes match; records a guard of these tensors for their shape."""
     if not (isinstance(logits, torch.Tensor) and logits.is_contiguous() and (logits.is_cuda or INTERPRET)):
@@ -105,32 +105,31 @@ def _dispatch(logits) -> int:
     if (
         dtype_0 is torch.bfloat16 and len(shape_0) == 2 and 1 <= shape_0[0] <= 64 and shape_0[1] == 32000
     ):  # [s0=1..64]x32000:bfloat16
-        program = 0
+        program, sizes = 0, (shape_0[0],)
     else:
         raise no_bucket(_OWNER, ("logits",), (logits,), BUCKETS)
-    record_guard(_FAST, shape_0, program, (logits,))
-    return program
+    _FAST.record(shape_0, program, sizes, (logits,))
+    return program, sizes
 
 
 def forward(logits):
     """TemperatureSoftmax.forward as a pure function of its inputs, parameters and buffers."""
-    try:
-        shape_0 = logits.shape
-        fast = _FAST.get(shape_0)
-    except (AttributeError, TypeError):  # not a tensor: _dispatch's checks say what it must be
-        shape_0 = fast = None
-    if fast is not None and (fast[2] or not is_grad_enabled()) and not dynamo_compiling() and fast[0](logits):
-        program = fast[1]
+    # the entry whose guard passed last (calls that repeat a shape need no lookup), else this shape's
+    fast = None if dynamo_compiling() else _FAST.last
+    if fast is not None and not fast[0](logits):
+        fast = _FAST.find(logits)
+    if fast is not None and (fast[2] or not is_grad_enabled()):
+        program, sizes = fast[1], fast[4]
         # the guard fixed the tensors' device; kernels launch directly on the current one
         _device = fast[3]
         if _device >= 0 and _device != current_device():
             _device = -1
     else:
-        program = _dispatch(logits)
+        program, sizes = _dispatch(logits)
         _device = eager_device(logits)
     if program == 0:
         # serves [s0=1..64]x32000:bfloat16
-        s0 = shape_0[0]
+        (s0,) = sizes
         # fusion0: convert_element_type, div, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, broadcast_in_dim, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, broadcast_in_dim, div, shallow_copy
         t17 = (
             empty_strided_cuda((s0, 32000), (32000, 1), torch.float32)
@@ -142,9 +141,9 @@ def forward(logits):
         _kernel = fusion0.binaries.get(_device + _device + _misaligned)
         # the C launch where the kernel is compiled for _device and this alignment; else Kernel.launch
         if _kernel is not None:
-            _kernel[1](logits.numel() // 32000, 1, 1, raw_stream(_device), *_kernel[2], *_raw, 32000, 8192)
+            _kernel[1](s0, 1, 1, raw_stream(_device), *_kernel[2], *_raw, 32000, 8192)
         else:
-            fusion0.launch(logits.numel() // 32000, (logits, t17), _raw, _misaligned, 32000)
+            fusion0.launch(s0, (logits, t17), _raw, _misaligned, 32000)
         return t17
 
 

@@ -24,7 +24,7 @@ from thunder_aot.runtime import (
     require,
 )
 
-require(5)
+require(6)
 
 __all__ = ["BUCKETS", "NoBucketError", "GptOssRMSNorm", "forward"]
 

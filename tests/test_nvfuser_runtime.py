@@ -202,12 +202,34 @@ def test_fast_path_takes_over_after_the_first_checked_call_of_each_shape(env, mo
         x = _x(s)
         _check(aot(x), src, x)
     assert checked == [(1, 15, 2880), (1, 16, 2880), (1, 2048, 2880)]
-    # every bucket of the seed's module runs one program; CPU tensors: device index -1
+    # every bucket of the seed's module runs one program, on its size s0; CPU tensors: device index -1
     assert {shape: entry[1:] for shape, entry in gen._FAST.items()} == {
-        (1, 15, 2880): (0, True, -1),
-        (1, 16, 2880): (0, True, -1),
-        (1, 2048, 2880): (0, True, -1),
+        (1, 15, 2880): (0, True, -1, (15,)),
+        (1, 16, 2880): (0, True, -1, (16,)),
+        (1, 2048, 2880): (0, True, -1, (2048,)),
     }
+    assert gen._FAST.last is gen._FAST[(1, 15, 2880)]  # the entry that passed last
+
+
+@torch.no_grad()
+def test_calls_that_repeat_a_shape_pass_the_last_guard_without_a_lookup(env, monkeypatch):
+    """The guard that passed last is tried first: a decode loop's calls look nothing up; a call of
+    another recorded shape finds its entry (which becomes the last), a new shape is checked."""
+    gen, fake, aot, src = env
+    checked = _counting_dispatch(gen, monkeypatch)
+    found = []
+    find = thunder_aot.runtime.GuardTable.find
+    monkeypatch.setattr(thunder_aot.runtime.GuardTable, "find", lambda table, *a: found.append(getattr(a[0], "shape", [None] * 2)[1]) or find(table, *a))
+    for s in (15, 15, 15, 16, 16, 15, 16, 16):
+        x = _x(s)
+        _check(aot(x), src, x)
+    assert checked == [(1, 15, 2880), (1, 16, 2880)]
+    # a lookup where the last guard failed: the first 16 (none recorded: then checked), and each switch
+    assert found == [16, 15, 16]
+    assert gen._FAST.last is gen._FAST[(1, 16, 2880)]
+    with pytest.raises(ValueError, match="hidden_states must be a contiguous"):
+        aot(_x(16).tolist())  # not a tensor: the last guard fails, find finds nothing, the checks say why
+    assert found[3:] == [None]
 
 
 def test_the_guard_refuses_whatever_the_checks_refuse(env, monkeypatch):

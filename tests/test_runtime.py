@@ -52,6 +52,27 @@ def test_the_guard_table_records_what_passed_and_is_bounded(monkeypatch):
     assert list(table) == [x.shape]
 
 
+def test_the_guard_table_tries_the_entry_that_passed_last(monkeypatch):
+    table = rt.GuardTable()
+    x, w = torch.randn(2, 3), torch.randn(3)
+    assert table.last is None and table.find(x, w) is None
+    table.record(x.shape, 1, (2,), (x, w))
+    guard, program, grad_free, device, sizes = entry = table[x.shape]
+    assert table.last is entry and (program, grad_free, device, sizes) == (1, True, -1, (2,))
+    y = torch.randn(4, 3)
+    table.record(y.shape, 0, (4,), (y, w.requires_grad_()))
+    assert table.last is table[y.shape] and table.last[2] is False  # a tensor requires grad
+    assert table.find(torch.randn(2, 3), torch.randn(3)) is entry and table.last is entry
+    assert table.find(torch.randn(2, 3).double(), torch.randn(3)) is None and table.last is entry  # the guard fails
+    assert table.find([1, 2], w) is None and table.find(None, w) is None  # not tensors
+    assert table.find(torch.randn(7, 3), w) is None  # no entry for the shape
+    monkeypatch.setattr(rt, "GUARD_LIMIT", 2)
+    table.record(torch.Size([7, 3]), 0, (7,), (torch.randn(7, 3), w))
+    assert sorted(table) == [(2, 3), (4, 3)] and table.last is entry  # full: nothing recorded
+    table.record(x.shape, 2, (2,), (x, w))  # the last call of a shape wins
+    assert table[x.shape][1] == 2 and table.last is table[x.shape]
+
+
 class _Norm(rt.GeneratedModule):
     STATE = (("inner.weight", "parameter", (3,), torch.float32, True), ("scale", "buffer", (), torch.float32, False))
     EXPORTED_SETTINGS = {"inner.eps": 1e-6}

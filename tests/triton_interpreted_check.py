@@ -27,6 +27,7 @@ from tests.helpers import compare_at_every_bucket  # noqa: E402
 from thunder_aot.backends.triton import interpreter_rounds_like_the_gpu  # noqa: E402
 from thunder_aot.exporter.resolve import resolve_module  # noqa: E402
 from thunder_aot.verify import load_module_from_text  # noqa: E402
+from thunder_aot.runtime import GuardTable  # noqa: E402
 
 
 def main(stem: str, spec: str | None = None) -> int:
@@ -58,9 +59,11 @@ def main(stem: str, spec: str | None = None) -> int:
             gen.eager_device = lambda t: 0
             gen.current_device = lambda: 0
 
-            class OnDeviceZero(dict):
-                def __setitem__(self, shape, entry):
-                    super().__setitem__(shape, (*entry[:3], 0))
+            class OnDeviceZero(GuardTable):
+                def record(self, shape, program, sizes, tensors):
+                    super().record(shape, program, sizes, tensors)
+                    if shape in self:
+                        self[shape] = self.last = (*self[shape][:3], 0, *self[shape][4:])
 
             gen._FAST = OnDeviceZero()
             twin = torch._C._dynamo.guards._empty_strided_cpu

@@ -70,6 +70,8 @@
 #          system against the float64 run making its own top-k picks (models26 refused every thunder-aot system at 256)
 #   models30: issue 17's device-time point: every module of generated/ with a Triton kernel at 16384 rows (nvFuser and
 #          Triton side by side, torch.compile and eager beside them)
+#   models31: the kernel GPU tests, the Triton hot-path layers (tools/overhead.py), residual_rmsnorm at 16384 rows
+#   models32: wide_rmsnorm, vocab_softmax, softmax and gated_mlp at 16384 rows (models30's steps, longer)
 #   final: after a Triton change: the Triton GPU tests (also cuda:1, models), the Triton hot-path layers,
 #          then rmsnorm and softmax benched
 set -u
@@ -90,6 +92,25 @@ gpt_oss_layer_bench() { step "$1" "$2" env PYTHONUNBUFFERED=1 python3 -m thunder
 # the layer's device time by kernel:  gpt_oss_profile LIMIT SIZES [tools/layer_profile.py options]
 gpt_oss_profile() { local limit=$1 sizes=$2; shift 2; step "$limit" gpt_oss_profile env PYTHONUNBUFFERED=1 python3 tools/layer_profile.py \
     "$GPT_OSS_LAYER" "$GPT_OSS_SHAPES" --sizes "$sizes" --top 40 "$@" --out "$W/gpt_oss_profile.md"; }
+# generated/ modules benched at 16384 rows (nvFuser and Triton side by side):  rows16k LIMIT STEM,STEM...
+rows16k() {
+  local limit=$1 stems=",$2,"
+  while IFS='|' read -r stem source shapes size; do
+    case "$stems" in *",$stem,"*) ;; *) continue ;; esac
+    step "$limit" "rows16k_$stem" python3 -m thunder_aot bench "$source" --shapes "$shapes" --backends nvfuser,triton \
+        --sizes "$size" --rounds 2 --skip thunder.jit,thunderfx --out "$W/rows16k/$stem"
+  done <<'LIST'
+rmsnorm|thunder_aot.examples.gpt_oss:rmsnorm|1x[1..16384]x2880:bf16|16384
+residual_rmsnorm|thunder_aot.examples.blocks:residual_rmsnorm|1x[S=1..16384]x2880:bf16, 1x[S]x2880:bf16|16384
+wide_rmsnorm|thunder_aot.examples.blocks:wide_rmsnorm|1x[1..16384]x16384:bf16|16384
+layer_norm|thunder_aot.examples.blocks:layer_norm|[1..16384]x1024:bf16|16384
+gelu_gate|thunder_aot.examples.blocks:gelu_gate|[1..16384]x2048:bf16|16384
+vocab_softmax|thunder_aot.examples.blocks:vocab_softmax|[1..16384]x32000:bf16|16384
+rotary|thunder_aot.examples.blocks:rotary_embedding|1x8x[S=1..2048]x64:bf16, 1x1x[S]x64:bf16, 1x1x[S]x64:bf16|2048
+softmax|thunder_aot.examples.blocks:scaled_masked_softmax|1x8x[S=1..2048]x[S]:bf16, 1x1x[S]x[S]:fp32|2048
+gated_mlp|thunder_aot.examples.blocks:gated_mlp|[1..16384]x256:fp32|16384
+LIST
+}
 if [ "${1:-full}" = check ]; then
   step 170 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs
   step 60 gated_mlp env PYTHONFAULTHANDLER=1 "${BENCH[@]}" thunder_aot.examples.blocks:gated_mlp --shapes "[1..512]x256:fp32" --sizes 1 --out "$W/gated_mlp"
@@ -233,20 +254,13 @@ elif [ "${1:-full}" = models27 ]; then
 elif [ "${1:-full}" = models29 ]; then
   model_bench 400 gpt_oss_model_256 gpt_oss_causal_lm 256,568 "torch.compile(layers),torch.compile(reduce-overhead)"
 elif [ "${1:-full}" = models30 ]; then
-  while IFS='|' read -r stem source shapes size; do
-    step 80 "rows16k_$stem" python3 -m thunder_aot bench "$source" --shapes "$shapes" --backends nvfuser,triton \
-        --sizes "$size" --rounds 2 --skip thunder.jit,thunderfx --out "$W/rows16k/$stem"
-  done <<'LIST'
-rmsnorm|thunder_aot.examples.gpt_oss:rmsnorm|1x[1..16384]x2880:bf16|16384
-residual_rmsnorm|thunder_aot.examples.blocks:residual_rmsnorm|1x[S=1..16384]x2880:bf16, 1x[S]x2880:bf16|16384
-wide_rmsnorm|thunder_aot.examples.blocks:wide_rmsnorm|1x[1..16384]x16384:bf16|16384
-layer_norm|thunder_aot.examples.blocks:layer_norm|[1..16384]x1024:bf16|16384
-gelu_gate|thunder_aot.examples.blocks:gelu_gate|[1..16384]x2048:bf16|16384
-vocab_softmax|thunder_aot.examples.blocks:vocab_softmax|[1..16384]x32000:bf16|16384
-rotary|thunder_aot.examples.blocks:rotary_embedding|1x8x[S=1..2048]x64:bf16, 1x1x[S]x64:bf16, 1x1x[S]x64:bf16|2048
-softmax|thunder_aot.examples.blocks:scaled_masked_softmax|1x8x[S=1..2048]x[S]:bf16, 1x1x[S]x[S]:fp32|2048
-gated_mlp|thunder_aot.examples.blocks:gated_mlp|[1..16384]x256:fp32|16384
-LIST
+  rows16k 80 rmsnorm,residual_rmsnorm,wide_rmsnorm,layer_norm,gelu_gate,vocab_softmax,rotary,softmax,gated_mlp
+elif [ "${1:-full}" = models31 ]; then
+  step 240 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -rs
+  step 110 overhead_triton python3 tools/overhead.py --backends triton --rounds 3 --out "$W/overhead_triton.md"
+  rows16k 170 residual_rmsnorm
+elif [ "${1:-full}" = models32 ]; then
+  rows16k 140 wide_rmsnorm,vocab_softmax,softmax,gated_mlp
 elif [ "${1:-full}" = final ]; then
   step 150 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads or second_gpu"
   step 70 overhead_triton python3 tools/overhead.py --backends triton --rounds 3 --out "$W/overhead_triton.md"

@@ -9,9 +9,14 @@ from thunder_aot.verify import load_module_from_text
 from thunder_aot.examples.gpt_oss import rmsnorm
 src = rmsnorm()
 noop = lambda *a: None
-class OnDeviceZero(dict):
+from thunder_aot.runtime import GuardTable
+class OnDeviceZero(GuardTable):  # entries of device 0 (a module for runtime 5 and older: a dict)
     def __setitem__(self, shape, entry):
-        super().__setitem__(shape, (*entry[:3], 0))
+        super().__setitem__(shape, (*entry[:3], 0, *entry[4:]))
+    def record(self, shape, program, sizes, tensors):
+        super().record(shape, program, sizes, tensors)
+        if shape in self:
+            self.last = self[shape]
 def prep(path, name, new):
     g = load_module_from_text(open(path).read(), name)
     out = torch.empty(1, 16, 2880, dtype=torch.bfloat16)

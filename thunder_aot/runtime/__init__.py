@@ -23,8 +23,9 @@ import torch
 #: the interface version generated modules are written against (2: runtime.nvfuser.frontend, the
 #: version-checked fast paths of runtime.versions; 3: merged projections, GeneratedModule.MERGED
 #: and ``unmerged``; 4: runtime.triton.nan_max and nan_min, NaN-propagating reductions; 5: CHOICES,
-#: the picks of top-k kernels handed to a verification watching the call)
-RUNTIME_VERSION = 5
+#: the picks of top-k kernels handed to a verification watching the call; 6: GuardTable, the guard
+#: that passed last tried first, the program's sizes held in the entry)
+RUNTIME_VERSION = 6
 
 __all__ = [
     "RUNTIME_VERSION",
@@ -35,6 +36,7 @@ __all__ = [
     "GLOBAL_FORWARD_PRE_HOOKS",
     "GUARD_LIMIT",
     "GeneratedModule",
+    "GuardTable",
     "adopt_state",
     "NoBucketError",
     "bad_input",
@@ -150,17 +152,51 @@ GUARD_LIMIT = 4096
 
 
 def record_guard(table: dict, shape: torch.Size, program: int, tensors: tuple[torch.Tensor, ...]) -> None:
-    """Record in a generated module's guard table (a plain dict, for the hot path's lookup):
-    the first input's shape -> ``(guard, program, no tensor requires grad, device index)``.
-
-    ``forward`` looks the shape up and, when the entry's guard passes (and gradients are off where
-    some tensor requires grad), runs the entry's program without the checks; ``_dispatch`` runs the
-    checks and records an entry. The last call of a shape wins; at most ``GUARD_LIMIT`` shapes are
-    held. The device index is the tensors' (-1 for CPU tensors, as Triton's interpreter gets)."""
+    """Record in a guard table of a module generated for runtime version 5 or older (a plain dict):
+    the first input's shape -> ``(guard, program, no tensor requires grad, device index)``. Newer
+    modules hold a :class:`GuardTable`."""
     if TensorGuards is None or _tracing() or (shape not in table and len(table) >= GUARD_LIMIT):
         return
     grad_free = not any(t.requires_grad for t in tensors)
     table[shape] = (guard(*tensors), program, grad_free, tensors[0].get_device())
+
+
+class GuardTable(dict):
+    """A generated module's guard table: the first input's shape -> ``(guard, program, no tensor
+    requires grad, device index, sizes)``, and ``last``, the entry whose guard passed last.
+
+    ``forward`` tries ``last``'s guard first (a guard tests every size, so the shape needs no
+    lookup while calls repeat it: a decode loop), then :meth:`find`; when the entry passes (and
+    gradients are off where some tensor requires grad) it runs the entry's program on the entry's
+    ``sizes`` (the program's dynamic dims, read off the shapes once) without the checks.
+    ``_dispatch`` runs the checks and :meth:`record`\ s an entry. The last call of a shape wins; at
+    most ``GUARD_LIMIT`` shapes are held. The device index is the tensors' (-1 for CPU tensors, as
+    Triton's interpreter gets)."""
+
+    __slots__ = ("last",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.last: tuple | None = None
+
+    def find(self, *tensors: object) -> tuple | None:
+        """The entry of these arguments' first shape whose guard they pass (it becomes ``last``), or None."""
+        try:
+            entry = self.get(tensors[0].shape)
+        except (AttributeError, TypeError):  # not a tensor: the checked path says what it must be
+            return None
+        if entry is None or not entry[0](*tensors):
+            return None
+        self.last = entry
+        return entry
+
+    def record(self, shape: torch.Size, program: int, sizes: tuple[int, ...], tensors: tuple[torch.Tensor, ...]) -> None:
+        """Record the entry of tensors that passed the checks (nothing under torch.compile's tracing,
+        or on a torch without ``TensorGuards``)."""
+        if TensorGuards is None or _tracing() or (shape not in self and len(self) >= GUARD_LIMIT):
+            return
+        grad_free = not any(t.requires_grad for t in tensors)
+        self[shape] = self.last = (guard(*tensors), program, grad_free, tensors[0].get_device(), sizes)
 
 
 # --- the nn.Module ------------------------------------------------------------------------------

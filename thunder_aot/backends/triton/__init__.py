@@ -16,7 +16,7 @@ import os
 from thunder_aot.backends.base import Backend, Line, render_dim, source_comments, tuple_text
 from thunder_aot.backends.torch import TorchBackend, TorchRegionView
 from thunder_aot.backends.triton.interpreter import interpreter_rounds_like_the_gpu
-from thunder_aot.backends.triton.launch import TritonRegionView, contiguous_strides
+from thunder_aot.backends.triton.launch import TritonRegionView, contiguous_strides, numel_text
 from thunder_aot.backends.triton.lowering import Expr, Kind, RowProgram, Unsupported
 from thunder_aot.backends.triton.pointwise import BLOCK as POINTWISE_BLOCK
 from thunder_aot.backends.triton.pointwise import MOVES
@@ -123,14 +123,14 @@ class TritonBackend(Backend):
         size_params = list(prog.size_params)
         if prog.tiled:  # whole rows of the outputs' innermost dim, several to a program
             plan = prog.plan
-            rows = _largest([_numel_text(prog.row_shape(o.value.spec.shape)) for o in outputs])
+            rows = _largest([numel_text(prog.row_shape(o.value.spec.shape)) for o in outputs])
             programs = str(-(-int(rows) // plan.rows)) if rows.isdigit() else f"triton.cdiv({rows}, {plan.rows})"
             n_expr, static, block, warps = str(prog.widest), True, plan.block, plan.num_warps
             note = plan.note(prog.widest) + ("" if prog.lane_dim is not None else ", one output element per row")
             if prog.tail:
                 note += f", the reductions' rows {max(prog.tails.values())} longer in a tail of {prog.tail} lanes"
         else:  # a flat range of elements per program
-            n_expr = _largest([_numel_text(o.value.spec.shape) for o in outputs])
+            n_expr = _largest([numel_text(o.value.spec.shape) for o in outputs])
             moves = all(op.prim in MOVES for op in region.ops)
             static, block, warps = n_expr.isdigit(), POINTWISE_BLOCK, MOVE_WARPS if moves else POINTWISE_WARPS
             programs = str(-(-int(n_expr) // block)) if static else f"triton.cdiv({n_expr}, {block})"
@@ -204,8 +204,7 @@ class TritonBackend(Backend):
             row_input = next((v for v in region.inputs if v.name in prog.sliced), None)
         if row_input is None:
             raise Unsupported("no input spans the rows")
-        row_width = row_input.spec.shape[-1] if prog.n is not None or row_input.name in prog.sliced else None
-        n_expr = str(prog.n) if prog.n is not None else f"{row_input.name}.shape[-1]"
+        n_expr = str(prog.n) if prog.n is not None else render_dim(row_input.spec.shape[-1])
         pending = ""  # a source comment waits for the first line an op emits (aliases emit none)
         for op, comment in zip(region.ops, source_comments(region.ops)):
             pending = comment or pending
@@ -238,7 +237,7 @@ class TritonBackend(Backend):
         # run-time sizes, passed after the tensors (never specialised on): the bucket's dynamic dims,
         # which the bucket's branch binds from the input shapes before its steps; several rows per
         # program: also the number of rows (the last program's tile runs past it)
-        programs = f"{row_input.name}.numel() // {row_width or n_expr}"
+        programs = numel_text(row_input.spec.shape[:-1])  # the rows, in the bucket's sizes
         size_params, row_count = list(prog.size_params), ()
         if plan.rows > 1:
             row_count = (Line(f"_rows = {programs}"),)
@@ -273,17 +272,6 @@ def _allocation(name: str, sizes_text: list[str], dtype: str, like: str | None) 
         f"{name} = empty_strided_cuda({sizes}, {tuple_text(contiguous_strides(sizes_text))}, {torch_dtype}) "
         f"if _device >= 0 else torch.empty({sizes}, dtype={torch_dtype}, device={on})"
     )
-
-
-def _numel_text(shape: tuple) -> str:
-    """Python text of a shape's number of elements, in the bucket branch's size names."""
-    static, symbolic = 1, []
-    for d in shape:
-        if isinstance(d, int):
-            static *= d
-        else:
-            symbolic.append(render_dim(d))
-    return " * ".join(([str(static)] if static != 1 or not symbolic else []) + symbolic)
 
 
 def _largest(counts: list[str]) -> str:

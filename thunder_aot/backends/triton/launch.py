@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from thunder_aot.backends.base import Line, nested, tuple_text
+from thunder_aot.backends.base import Line, nested, render_dim, tuple_text
 
 
 @dataclass(frozen=True)
@@ -94,3 +94,14 @@ def contiguous_strides(sizes: list[str]) -> list[str]:
         else:
             step = size if step == "1" else step if size == "1" else f"{step} * {size}"
     return strides[::-1]
+
+
+def numel_text(shape: tuple) -> str:
+    """Python text of a shape's number of elements, in the bucket branch's size names."""
+    static, symbolic = 1, []
+    for d in shape:
+        if isinstance(d, int):
+            static *= d
+        else:
+            symbolic.append(render_dim(d))
+    return " * ".join(([str(static)] if static != 1 or not symbolic else []) + symbolic)

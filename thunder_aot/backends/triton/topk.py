@@ -13,7 +13,7 @@ float, NaNs and signed zeros as they were.
 from __future__ import annotations
 
 from thunder_aot.backends.base import Line, render_dim
-from thunder_aot.backends.triton.launch import TritonRegionView
+from thunder_aot.backends.triton.launch import TritonRegionView, numel_text
 from thunder_aot.backends.triton.lowering import TL_DTYPES, Unsupported
 from thunder_aot.backends.triton.schedule import schedule
 from thunder_aot.model import Const, DimRange, Ref, Region
@@ -77,7 +77,7 @@ def topk_view(region: Region, dims: tuple[DimRange, ...], allocation) -> TritonR
         body=tuple(body),
         schedule_note=plan.note(width).replace("persistent", f"top {k.value}", 1),
         programs=f"(_rows + {r - 1}) // {r}" if r > 1 else "_rows",
-        row_count=(Line(f"_rows = {source.name}.numel() // {width}"),),
+        row_count=(Line(f"_rows = {numel_text(source.spec.shape[:-1])}"),),
         allocations=allocations,
         launch_args=(source.name, values.name, indices.name, "_rows"),
         n=str(width),
