@@ -169,9 +169,9 @@ class GuardTable(dict):
     lookup while calls repeat it: a decode loop), then :meth:`find`; when the entry passes (and
     gradients are off where some tensor requires grad) it runs the entry's program on the entry's
     ``sizes`` (the program's dynamic dims, read off the shapes once) without the checks.
-    ``_dispatch`` runs the checks and :meth:`record`\ s an entry. The last call of a shape wins; at
-    most ``GUARD_LIMIT`` shapes are held. The device index is the tensors' (-1 for CPU tensors, as
-    Triton's interpreter gets)."""
+    ``_dispatch`` runs the checks and records an entry (:meth:`record`). The last call of a shape
+    wins; at most ``GUARD_LIMIT`` shapes are held. The device index is the tensors' (-1 for CPU
+    tensors, as Triton's interpreter gets)."""
 
     __slots__ = ("last",)
 
