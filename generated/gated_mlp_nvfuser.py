@@ -70,7 +70,7 @@ def define_fusion0(fd: FusionDefinition, s0: int) -> None:
 fusion0 = SizedFusions(FusionDefinition, define_fusion0)
 
 
-def _dispatch(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight) -> tuple[int, tuple[int, ...]]:
+def _dispatch(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight) -> tuple[int, tuple]:
     """The checked path: every check of the arguments, then the program of the first bucket the
     inputs' shapes and dtypes match; records a guard of these tensors for their shape."""
     if not (isinstance(x, torch.Tensor) and x.is_cuda and x.is_contiguous()):

@@ -76,9 +76,14 @@ def fusion0_kernel(t22_merged_ptr, input__out_ptr, _rows, N: tl.constexpr, BLOCK
 fusion0 = Kernel(fusion0_kernel, block=512, num_warps=1)
 
 
+def _sizes_of_0(s0) -> tuple:
+    """Program 0's sizes: its dims, then the tuples it makes from them alone (once per shape)."""
+    return (s0, (s0, 512))
+
+
 def _dispatch(
     x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight, t_merged_gate_proj_up_proj_weight
-) -> tuple[int, tuple[int, ...]]:
+) -> tuple[int, tuple]:
     """The checked path: every check of the arguments, then the program of the first bucket the
     inputs' shapes and dtypes match; records a guard of these tensors for their shape."""
     if not (isinstance(x, torch.Tensor) and x.is_contiguous() and (x.is_cuda or INTERPRET)):
@@ -100,7 +105,7 @@ def _dispatch(
     if (
         dtype_0 is torch.float32 and len(shape_0) == 2 and 1 <= shape_0[0] <= 512 and shape_0[1] == 256
     ):  # [s0=1..512]x256:float32
-        program, sizes = 0, (shape_0[0],)
+        program, sizes = 0, _sizes_of_0(shape_0[0])
     else:
         raise no_bucket(_OWNER, ("x",), (x,), BUCKETS)
     _FAST.record(
@@ -140,16 +145,16 @@ def forward(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight, t_merge
         _device = eager_device(x)
     if program == 0:
         # serves [s0=1..512]x256:float32
-        (s0,) = sizes
+        s0, input__shape = sizes
         # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
         t22_merged = torch.nn.functional.linear(x, t_merged_gate_proj_up_proj_weight, None)
         # fusion0: slice, slice, neg, exp, add, reciprocal, mul, mul
         t22_merged = t22_merged.contiguous()
         _rows = s0
         input_ = (
-            empty_strided_cuda((s0, 512), (512, 1), torch.float32)
+            empty_strided_cuda(input__shape, (512, 1), torch.float32)
             if _device >= 0
-            else torch.empty((s0, 512), dtype=torch.float32, device=t22_merged.device)
+            else torch.empty(input__shape, dtype=torch.float32, device=t22_merged.device)
         )
         _raw = (t22_merged.data_ptr(), input_.data_ptr(), _rows)
         _misaligned = (_raw[0]) & 15 != 0

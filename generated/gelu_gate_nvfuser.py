@@ -95,7 +95,7 @@ def define_fusion0(fd: FusionDefinition, s0: int) -> None:
 fusion0 = SizedFusions(FusionDefinition, define_fusion0)
 
 
-def _dispatch(gate_up) -> tuple[int, tuple[int, ...]]:
+def _dispatch(gate_up) -> tuple[int, tuple]:
     """The checked path: every check of the arguments, then the program of the first bucket the
     inputs' shapes and dtypes match; records a guard of these tensors for their shape."""
     if not (isinstance(gate_up, torch.Tensor) and gate_up.is_cuda and gate_up.is_contiguous()):

@@ -86,7 +86,7 @@ def define_fusion0(fd: FusionDefinition, s0: int) -> None:
 fusion0 = SizedFusions(FusionDefinition, define_fusion0)
 
 
-def _dispatch(input_, t_bias, t_weight) -> tuple[int, tuple[int, ...]]:
+def _dispatch(input_, t_bias, t_weight) -> tuple[int, tuple]:
     """The checked path: every check of the arguments, then the program of the first bucket the
     inputs' shapes and dtypes match; records a guard of these tensors for their shape."""
     if not (isinstance(input_, torch.Tensor) and input_.is_cuda and input_.is_contiguous()):

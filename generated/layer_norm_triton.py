@@ -82,7 +82,12 @@ def fusion0_kernel(input__ptr, t_weight_ptr, t_bias_ptr, t28_out_ptr, N: tl.cons
 fusion0 = Kernel(fusion0_kernel, block=1024, num_warps=1)
 
 
-def _dispatch(input_, t_bias, t_weight) -> tuple[int, tuple[int, ...]]:
+def _sizes_of_0(s0) -> tuple:
+    """Program 0's sizes: its dims, then the tuples it makes from them alone (once per shape)."""
+    return (s0, (s0, 1024))
+
+
+def _dispatch(input_, t_bias, t_weight) -> tuple[int, tuple]:
     """The checked path: every check of the arguments, then the program of the first bucket the
     inputs' shapes and dtypes match; records a guard of these tensors for their shape."""
     if not (isinstance(input_, torch.Tensor) and input_.is_contiguous() and (input_.is_cuda or INTERPRET)):
@@ -120,7 +125,7 @@ def _dispatch(input_, t_bias, t_weight) -> tuple[int, tuple[int, ...]]:
     if (
         dtype_0 is torch.bfloat16 and len(shape_0) == 2 and 1 <= shape_0[0] <= 2048 and shape_0[1] == 1024
     ):  # [s0=1..2048]x1024:bfloat16
-        program, sizes = 0, (shape_0[0],)
+        program, sizes = 0, _sizes_of_0(shape_0[0])
     else:
         raise no_bucket(_OWNER, ("input_",), (input_,), BUCKETS)
     _FAST.record(shape_0, program, sizes, (input_, t_bias, t_weight))
@@ -144,12 +149,12 @@ def forward(input_, t_bias, t_weight):
         _device = eager_device(input_)
     if program == 0:
         # serves [s0=1..2048]x1024:bfloat16
-        (s0,) = sizes
+        s0, t28_shape = sizes
         # fusion0: convert_element_type, shallow_copy, var_mean, broadcast_in_dim, broadcast_in_dim, shallow_copy, shallow_copy, add, rsqrt, broadcast_in_dim, convert_element_type, sub, broadcast_in_dim, mul, broadcast_in_dim, convert_element_type, mul, broadcast_in_dim, convert_element_type, add, convert_element_type, convert_element_type, convert_element_type
         t28 = (
-            empty_strided_cuda((s0, 1024), (1024, 1), torch.bfloat16)
+            empty_strided_cuda(t28_shape, (1024, 1), torch.bfloat16)
             if _device >= 0
-            else torch.empty((s0, 1024), dtype=torch.bfloat16, device=input_.device)
+            else torch.empty(t28_shape, dtype=torch.bfloat16, device=input_.device)
         )
         _raw = (input_.data_ptr(), t_weight.data_ptr(), t_bias.data_ptr(), t28.data_ptr())
         _misaligned = (_raw[0] | _raw[1] | _raw[2]) & 15 != 0

@@ -94,7 +94,12 @@ def fusion0_kernel(
 fusion0 = Kernel(fusion0_kernel, block=4096, num_warps=4)
 
 
-def _dispatch(x, residual, t_norm_weight) -> tuple[int, tuple[int, ...]]:
+def _sizes_of_0(S) -> tuple:
+    """Program 0's sizes: its dims, then the tuples it makes from them alone (once per shape)."""
+    return (S, (1, S, 2880), (2880 * S, 2880, 1))
+
+
+def _dispatch(x, residual, t_norm_weight) -> tuple[int, tuple]:
     """The checked path: every check of the arguments, then the program of the first bucket the
     inputs' shapes and dtypes match; records a guard of these tensors for their shape."""
     if not (isinstance(x, torch.Tensor) and x.is_contiguous() and (x.is_cuda or INTERPRET)):
@@ -137,7 +142,7 @@ def _dispatch(x, residual, t_norm_weight) -> tuple[int, tuple[int, ...]]:
         and shape_1[1] == shape_0[1]
         and shape_1[2] == 2880
     ):  # 1x[S=1..2048]x2880:bfloat16, 1x[S]x2880:bfloat16
-        program, sizes = 0, (shape_0[1],)
+        program, sizes = 0, _sizes_of_0(shape_0[1])
     else:
         raise no_bucket(
             _OWNER,
@@ -169,17 +174,17 @@ def forward(x, residual, t_norm_weight):
         _device = eager_device(x)
     if program == 0:
         # serves 1x[S=1..2048]x2880:bfloat16, 1x[S]x2880:bfloat16
-        (S,) = sizes
+        S, hidden_states_shape, hidden_states_strides = sizes
         # fusion0: convert_element_type, convert_element_type, add, convert_element_type, convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
         hidden_states = (
-            empty_strided_cuda((1, S, 2880), (2880 * S, 2880, 1), torch.bfloat16)
+            empty_strided_cuda(hidden_states_shape, hidden_states_strides, torch.bfloat16)
             if _device >= 0
-            else torch.empty((1, S, 2880), dtype=torch.bfloat16, device=x.device)
+            else torch.empty(hidden_states_shape, dtype=torch.bfloat16, device=x.device)
         )
         t21 = (
-            empty_strided_cuda((1, S, 2880), (2880 * S, 2880, 1), torch.bfloat16)
+            empty_strided_cuda(hidden_states_shape, hidden_states_strides, torch.bfloat16)
             if _device >= 0
-            else torch.empty((1, S, 2880), dtype=torch.bfloat16, device=x.device)
+            else torch.empty(hidden_states_shape, dtype=torch.bfloat16, device=x.device)
         )
         _raw = (
             x.data_ptr(),

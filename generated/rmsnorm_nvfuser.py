@@ -86,7 +86,7 @@ def define_fusion0(fd: FusionDefinition, s0: int) -> None:
 fusion0 = SizedFusions(FusionDefinition, define_fusion0, sizes=((15,), (568,), (1369,)))
 
 
-def _dispatch(hidden_states, t_weight) -> tuple[int, tuple[int, ...]]:
+def _dispatch(hidden_states, t_weight) -> tuple[int, tuple]:
     """The checked path: every check of the arguments, then the program of the first bucket the
     inputs' shapes and dtypes match; records a guard of these tensors for their shape."""
     if not (

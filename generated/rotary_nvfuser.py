@@ -92,7 +92,7 @@ def define_fusion0(fd: FusionDefinition, S: int) -> None:
 fusion0 = SizedFusions(FusionDefinition, define_fusion0)
 
 
-def _dispatch(x, cos, sin) -> tuple[int, tuple[int, ...]]:
+def _dispatch(x, cos, sin) -> tuple[int, tuple]:
     """The checked path: every check of the arguments, then the program of the first bucket the
     inputs' shapes and dtypes match; records a guard of these tensors for their shape."""
     if not (isinstance(x, torch.Tensor) and x.is_cuda and x.is_contiguous()):

@@ -87,7 +87,12 @@ def fusion0_kernel(x_ptr, cos_ptr, sin_ptr, t19_out_ptr, S, _rows, N: tl.constex
 fusion0 = Kernel(fusion0_kernel, block=64, num_warps=1)
 
 
-def _dispatch(x, cos, sin) -> tuple[int, tuple[int, ...]]:
+def _sizes_of_0(S) -> tuple:
+    """Program 0's sizes: its dims, then the tuples it makes from them alone (once per shape)."""
+    return (S, (1, 8, S, 64), (64 * S * 8, 64 * S, 64, 1))
+
+
+def _dispatch(x, cos, sin) -> tuple[int, tuple]:
     """The checked path: every check of the arguments, then the program of the first bucket the
     inputs' shapes and dtypes match; records a guard of these tensors for their shape."""
     if not (isinstance(x, torch.Tensor) and x.is_contiguous() and (x.is_cuda or INTERPRET)):
@@ -134,7 +139,7 @@ def _dispatch(x, cos, sin) -> tuple[int, tuple[int, ...]]:
         and shape_2[2] == shape_0[2]
         and shape_2[3] == 64
     ):  # 1x8x[S=1..2048]x64:bfloat16, 1x1x[S]x64:bfloat16, 1x1x[S]x64:bfloat16
-        program, sizes = 0, (shape_0[2],)
+        program, sizes = 0, _sizes_of_0(shape_0[2])
     else:
         raise no_bucket(
             _OWNER,
@@ -167,13 +172,13 @@ def forward(x, cos, sin):
         _device = eager_device(x)
     if program == 0:
         # serves 1x8x[S=1..2048]x64:bfloat16, 1x1x[S]x64:bfloat16, 1x1x[S]x64:bfloat16
-        (S,) = sizes
+        S, t19_shape, t19_strides = sizes
         # fusion0: slice, convert_element_type, neg, convert_element_type, slice, cat, broadcast_in_dim, convert_element_type, convert_element_type, mul, convert_element_type, broadcast_in_dim, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, convert_element_type, add, convert_element_type
         _rows = 8 * S
         t19 = (
-            empty_strided_cuda((1, 8, S, 64), (64 * S * 8, 64 * S, 64, 1), torch.bfloat16)
+            empty_strided_cuda(t19_shape, t19_strides, torch.bfloat16)
             if _device >= 0
-            else torch.empty((1, 8, S, 64), dtype=torch.bfloat16, device=x.device)
+            else torch.empty(t19_shape, dtype=torch.bfloat16, device=x.device)
         )
         _raw = (x.data_ptr(), cos.data_ptr(), sin.data_ptr(), t19.data_ptr(), S, _rows)
         _misaligned = (_raw[0] | _raw[1] | _raw[2]) & 15 != 0

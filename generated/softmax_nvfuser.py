@@ -130,7 +130,7 @@ def define_program1_fusion0(fd: FusionDefinition, S: int) -> None:
 program1_fusion0 = SizedFusions(FusionDefinition, define_program1_fusion0)
 
 
-def _dispatch(scores, mask_) -> tuple[int, tuple[int, ...]]:
+def _dispatch(scores, mask_) -> tuple[int, tuple]:
     """The checked path: every check of the arguments, then the program of the first bucket the
     inputs' shapes and dtypes match; records a guard of these tensors for their shape."""
     if not (isinstance(scores, torch.Tensor) and scores.is_cuda and scores.is_contiguous()):

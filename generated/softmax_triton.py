@@ -109,7 +109,12 @@ def program1_fusion0_kernel(scores_ptr, mask__ptr, t20_out_ptr, S, _rows, N, BLO
 program1_fusion0 = Kernel(program1_fusion0_kernel, block=512, num_warps=1)
 
 
-def _dispatch(scores, mask_) -> tuple[int, tuple[int, ...]]:
+def _sizes_of_1(S) -> tuple:
+    """Program 1's sizes: its dims, then the tuples it makes from them alone (once per shape)."""
+    return (S, (1, 8, S, S), (S * S * 8, S * S, S, 1))
+
+
+def _dispatch(scores, mask_) -> tuple[int, tuple]:
     """The checked path: every check of the arguments, then the program of the first bucket the
     inputs' shapes and dtypes match; records a guard of these tensors for their shape."""
     if not (isinstance(scores, torch.Tensor) and scores.is_contiguous() and (scores.is_cuda or INTERPRET)):
@@ -148,7 +153,7 @@ def _dispatch(scores, mask_) -> tuple[int, tuple[int, ...]]:
         and shape_1[2] == shape_0[2]
         and shape_1[3] == shape_0[2]
     ):  # 1x8x[S=2..512]x[S]:bfloat16, 1x1x[S]x[S]:float32
-        program, sizes = 1, (shape_0[2],)
+        program, sizes = 1, _sizes_of_1(shape_0[2])
     else:
         raise no_bucket(
             _OWNER,
@@ -198,13 +203,13 @@ def forward(scores, mask_):
         return t18
     if program == 1:
         # serves 1x8x[S=2..512]x[S]:bfloat16, 1x1x[S]x[S]:float32
-        (S,) = sizes
+        S, t20_shape, t20_strides = sizes
         # program1_fusion0: convert_element_type, mul, broadcast_in_dim, add, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, broadcast_in_dim, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, broadcast_in_dim, div, shallow_copy, convert_element_type
         _rows = 8 * S
         t20 = (
-            empty_strided_cuda((1, 8, S, S), (S * S * 8, S * S, S, 1), torch.bfloat16)
+            empty_strided_cuda(t20_shape, t20_strides, torch.bfloat16)
             if _device >= 0
-            else torch.empty((1, 8, S, S), dtype=torch.bfloat16, device=scores.device)
+            else torch.empty(t20_shape, dtype=torch.bfloat16, device=scores.device)
         )
         _raw = (scores.data_ptr(), mask_.data_ptr(), t20.data_ptr(), S, _rows)
         _misaligned = (_raw[0] | _raw[1]) & 15 != 0

@@ -74,7 +74,7 @@ def define_fusion0(fd: FusionDefinition, s0: int) -> None:
 fusion0 = SizedFusions(FusionDefinition, define_fusion0)
 
 
-def _dispatch(logits) -> tuple[int, tuple[int, ...]]:
+def _dispatch(logits) -> tuple[int, tuple]:
     """The checked path: every check of the arguments, then the program of the first bucket the
     inputs' shapes and dtypes match; records a guard of these tensors for their shape."""
     if not (isinstance(logits, torch.Tensor) and logits.is_cuda and logits.is_contiguous()):

@@ -93,7 +93,12 @@ def fusion0_kernel(logits_ptr, t17_out_ptr, N: tl.constexpr, BLOCK: tl.constexpr
 fusion0 = Kernel(fusion0_kernel, block=8192, num_warps=16)
 
 
-def _dispatch(logits) -> tuple[int, tuple[int, ...]]:
+def _sizes_of_0(s0) -> tuple:
+    """Program 0's sizes: its dims, then the tuples it makes from them alone (once per shape)."""
+    return (s0, (s0, 32000))
+
+
+def _dispatch(logits) -> tuple[int, tuple]:
     """The checked path: every check of the arguments, then the program of the first bucket the
     inputs' shapes and dtypes match; records a guard of these tensors for their shape."""
     if not (isinstance(logits, torch.Tensor) and logits.is_contiguous() and (logits.is_cuda or INTERPRET)):
@@ -105,7 +110,7 @@ def _dispatch(logits) -> tuple[int, tuple[int, ...]]:
     if (
         dtype_0 is torch.bfloat16 and len(shape_0) == 2 and 1 <= shape_0[0] <= 64 and shape_0[1] == 32000
     ):  # [s0=1..64]x32000:bfloat16
-        program, sizes = 0, (shape_0[0],)
+        program, sizes = 0, _sizes_of_0(shape_0[0])
     else:
         raise no_bucket(_OWNER, ("logits",), (logits,), BUCKETS)
     _FAST.record(shape_0, program, sizes, (logits,))
@@ -129,12 +134,12 @@ def forward(logits):
         _device = eager_device(logits)
     if program == 0:
         # serves [s0=1..64]x32000:bfloat16
-        (s0,) = sizes
+        s0, t17_shape = sizes
         # fusion0: convert_element_type, div, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, broadcast_in_dim, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, broadcast_in_dim, div, shallow_copy
         t17 = (
-            empty_strided_cuda((s0, 32000), (32000, 1), torch.float32)
+            empty_strided_cuda(t17_shape, (32000, 1), torch.float32)
             if _device >= 0
-            else torch.empty((s0, 32000), dtype=torch.float32, device=logits.device)
+            else torch.empty(t17_shape, dtype=torch.float32, device=logits.device)
         )
         _raw = (logits.data_ptr(), t17.data_ptr())
         _misaligned = (_raw[0]) & 15 != 0

@@ -142,12 +142,27 @@ def test_kernel_structure(stem):
     allocations = [n.value for n in ast.walk(forward) if isinstance(n, ast.Assign) and isinstance(n.value, ast.IfExp)
                    and ast.unparse(n.targets[0]) != "fast"]  # (the guard table's entry is no allocation)
     assert len(allocations) == forward_text.count("empty_strided_cuda(") >= len(launches)
+    # names bound per shape (codegen.per_shape): each program's branch unpacks its _sizes_of_<k>,
+    # here evaluated with every dim 3 (any values will do)
+    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("_sizes_of_")}
+    env_of = {}  # an allocation -> the names its program's branch has bound
+    for branch in (n for n in forward.body if isinstance(n, ast.If) and ast.unparse(n.test).startswith("program == ")):
+        index, env = ast.unparse(branch.test).split()[-1], {}
+        unpack = next((s for s in branch.body if isinstance(s, ast.Assign) and ast.unparse(s.value) == "sizes"), None)
+        if f"_sizes_of_{index}" in functions:
+            function, namespace = functions[f"_sizes_of_{index}"], {}
+            exec(ast.unparse(function), {}, namespace)
+            values = namespace[function.name](*[3] * len(function.args.args))
+            env = dict(zip([ast.unparse(e) for e in unpack.targets[0].elts], values))
+        for node in ast.walk(branch):
+            env_of[id(node)] = env
     for a in allocations:
         assert ast.unparse(a.test) == "_device >= 0" and ast.unparse(a.body.func) == "empty_strided_cuda"
         sizes, strides, dtype = a.body.args
         assert ast.unparse(a.orelse.func) == "torch.empty" and ast.unparse(a.orelse.args[0]) == ast.unparse(sizes)
         assert ast.unparse(a.orelse.keywords[0].value) == ast.unparse(dtype)
-        names = {n.id: 3 for n in ast.walk(sizes) if isinstance(n, ast.Name)}  # any values will do
+        names = {n.id: 3 for n in ast.walk(sizes) if isinstance(n, ast.Name)} | env_of[id(a)]
+        names |= {n.id: 3 for n in ast.walk(strides) if isinstance(n, ast.Name) and n.id not in names}
         got = eval(ast.unparse(strides), {}, names)
         assert list(got) == list(torch.empty(eval(ast.unparse(sizes), {}, names)).stride()), ast.unparse(a)
 
@@ -425,3 +440,38 @@ def test_the_interpreter_checks_that_every_masked_lane_is_inside_a_tensor_argume
     done = subprocess.run([sys.executable, "-c", _OUT_OF_BOUNDS], env=env, capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "caught: a masked load of 1 lanes outside every tensor argument" in done.stdout, done.stdout
+
+
+def test_tuples_made_from_the_dims_alone_are_bound_once_per_shape():
+    """codegen.per_shape: an allocation's shape and strides (and any other tuple of dims and ints)
+    become names the guard entry's sizes hold; the dims a statement still reads stay, others go;
+    tuples that read anything else stay where they are."""
+    from thunder_aot.backends.base import Line
+    from thunder_aot.codegen.per_shape import bind_per_shape
+
+    steps = (
+        Line("t = empty_strided_cuda((1, s0, 64), (64 * s0, 64, 1), torch.bfloat16) if _device >= 0 else "
+             "torch.empty((1, s0, 64), dtype=torch.bfloat16, device=x.device)", "a comment stays"),
+        Line("u = torch.reshape(t, (s0 // 2, 2 * s1, -1))"),
+        Line("_raw = (t.data_ptr(), s1)"),
+        Line("v = w.view((1, 64))"),
+        Line("z = y.view((s0, x.shape[0]))"),
+    )
+    bound = bind_per_shape(steps, ["s0", "s1", "s2"], {"s0", "s1"})
+    assert [line.code for line in bound.steps] == [
+        "t = empty_strided_cuda(t_shape, t_strides, torch.bfloat16) if _device >= 0 else "
+        "torch.empty(t_shape, dtype=torch.bfloat16, device=x.device)",
+        "u = torch.reshape(t, _shape_2)",
+        "_raw = (t.data_ptr(), s1)",
+        "v = w.view((1, 64))",
+        "z = y.view((s0, x.shape[0]))",
+    ]
+    assert bound.steps[0].comment == "a comment stays"
+    assert bound.values == (
+        ("s0", "s0"), ("s1", "s1"), ("t_shape", "(1, s0, 64)"), ("t_strides", "(64 * s0, 64, 1)"),
+        ("_shape_2", "(s0 // 2, 2 * s1, -1)"),
+    )
+    dims = {"s0": 6, "s1": 5}  # the values, evaluated, are what the statements built
+    assert [eval(text, {}, dims) for _, text in bound.values][2:] == [(1, 6, 64), (384, 64, 1), (3, 10, -1)]
+    only = bind_per_shape((Line("t = empty_strided_cuda((s0, 8), (8, 1), torch.float32)"),), ["s0"], {"s0"})
+    assert only.values == (("t_shape", "(s0, 8)"),)  # s0 read nowhere else: not unpacked

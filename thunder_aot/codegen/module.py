@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from thunder_aot import __version__
 from thunder_aot.backends.base import Backend, Line, RegionView, ops_use_device, render_dim, torch_call_line, tuple_text
+from thunder_aot.codegen.per_shape import bind_per_shape
 from thunder_aot.exporter.generalize import env_inside
 from thunder_aot.model import Bucket, BucketProgram, Program, ProgramInput, Region, SymDim, TorchCall
 from thunder_aot.runtime import RUNTIME_VERSION
@@ -82,6 +83,17 @@ class ProgramView:
 
 
 @dataclass(frozen=True)
+class SizesFunction:
+    """``_sizes_of_<k>``: what program k computes from its dims alone, made once per input shape
+    (codegen.per_shape) for the guard table's entry."""
+
+    name: str
+    program: int
+    params: tuple[str, ...]  # the dims
+    values: str  # Python text of the tuple it returns
+
+
+@dataclass(frozen=True)
 class WarmupEntry:
     """One bucket for warmup(): its dynamic dims with their ranges, and its inputs' shapes and
     dtypes as Python text in those dims."""
@@ -115,6 +127,7 @@ class ModuleView:
     fast_device: tuple[Line, ...]  # on the fast path: the call's ``_device`` (Triton)
     checked_device: tuple[Line, ...]  # on the checked path: the same
     programs: tuple[ProgramView, ...]
+    sizes_functions: tuple[SizesFunction, ...]
     state_rows: tuple[str, ...]  # GeneratedModule.STATE rows
     merged_rows: tuple[str, ...]  # GeneratedModule.MERGED rows
     #: on the fast path, after the guard: each merged projection's members still views of it
@@ -326,16 +339,25 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
     kernels_run = bool(backend.input_requirement) and runs_kernels and checks  # the module's checks guard kernels
     device_per_call = backend.device_per_call and runs_kernels
     first = user_inputs[0].name
-    programs, sizes_of = [], {}
+    programs, sizes_of, sizes_functions = [], {}, []
     for bp, views in program_views:
         steps = _step_lines(bp, views)
         code = "\n".join(step.code for step in steps)
         dims = [(n, e) for n, e in _dim_reads(bp, user_inputs, kernels_run) if re.search(rf"\b{n}\b", code)]
         served = [format_bucket(b) for b, index in program.dispatch if index == bp.index]
         returns = ", ".join(bp.outputs) + ("," if program.returns_tuple and len(bp.outputs) == 1 else "")
-        if kernels_run:  # the guard table holds the sizes: _dispatch reads them, once per shape
-            sizes_of[bp.index] = tuple_text([e for _, e in dims])
-            unpack = f"{tuple_text([n for n, _ in dims])} = sizes" if dims else ""
+        if kernels_run:  # the guard table holds the sizes: _dispatch makes them, once per shape
+            bound = bind_per_shape(steps, [n for n, _ in dims], {n for n, _ in dims})
+            steps, names = bound.steps, [n for n, _ in bound.values]
+            if all(n == text for n, text in bound.values):  # the dims alone: read inline
+                sizes_of[bp.index] = tuple_text([e for n, e in dims if n in names])
+            else:
+                function = SizesFunction(
+                    f"_sizes_of_{bp.index}", bp.index, tuple(n for n, _ in dims), tuple_text([t for _, t in bound.values])
+                )
+                sizes_functions.append(function)
+                sizes_of[bp.index] = f"{function.name}({', '.join(e for _, e in dims)})"
+            unpack = f"{tuple_text(names)} = sizes" if names else ""
             programs.append(ProgramView(bp.index, "; ".join(served), unpack, (), steps, returns))
         else:
             programs.append(ProgramView(bp.index, "; ".join(served), "", tuple(dims), steps, returns))
@@ -408,6 +430,7 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
         else (),
         checked_device=(Line(f"_device = eager_device({first})"),) if device_per_call else (),
         programs=tuple(programs),
+        sizes_functions=tuple(sizes_functions),
         state_rows=state_rows,
         merged_rows=merged_rows,
         fast_tests=_fast_tests(program) if kernels_run else (),
