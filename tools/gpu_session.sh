@@ -72,6 +72,8 @@
 #          Triton side by side, torch.compile and eager beside them)
 #   models31: the kernel GPU tests, the Triton hot-path layers (tools/overhead.py), residual_rmsnorm at 16384 rows
 #   models32: wide_rmsnorm, vocab_softmax, softmax and gated_mlp at 16384 rows (models30's steps, longer)
+#   models33 OLD.py: the seed's Triton module against OLD.py (an earlier generated/rmsnorm_triton.py), then its
+#          hot-path layers against the floor twice (tools/overhead.py, 15 rounds), then the nvFuser module's
 #   final: after a Triton change: the Triton GPU tests (also cuda:1, models), the Triton hot-path layers,
 #          then rmsnorm and softmax benched
 set -u
@@ -261,6 +263,14 @@ elif [ "${1:-full}" = models31 ]; then
   rows16k 170 residual_rmsnorm
 elif [ "${1:-full}" = models32 ]; then
   rows16k 140 wide_rmsnorm,vocab_softmax,softmax,gated_mlp
+elif [ "${1:-full}" = models33 ]; then
+  step 120 ab python3 tools/ab_modules.py "$2" generated/rmsnorm_triton.py --rounds 9
+  for run in a b; do
+    step 100 "overhead_triton_$run" python3 tools/overhead.py --backends triton --rounds 15 --min-run-time 0.05 \
+        --only "guard only,generated forward()" --out "$W/overhead_triton_$run.md"
+  done
+  step 120 overhead_nvfuser python3 tools/overhead.py --backends nvfuser --rounds 9 --min-run-time 0.05 \
+      --only "guard only,generated forward()" --out "$W/overhead_nvfuser.md"
 elif [ "${1:-full}" = final ]; then
   step 150 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads or second_gpu"
   step 70 overhead_triton python3 tools/overhead.py --backends triton --rounds 3 --out "$W/overhead_triton.md"
