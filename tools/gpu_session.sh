@@ -73,7 +73,9 @@
 #   models31: the kernel GPU tests, the Triton hot-path layers (tools/overhead.py), residual_rmsnorm at 16384 rows
 #   models32: wide_rmsnorm, vocab_softmax, softmax and gated_mlp at 16384 rows (models30's steps, longer)
 #   models33 OLD.py: the seed's Triton module against OLD.py (an earlier generated/rmsnorm_triton.py), then its
-#          hot-path layers against the floor twice (tools/overhead.py, 15 rounds), then the nvFuser module's
+#          hot-path layers against the floor twice (tools/overhead.py, 15 rounds), then wide_rmsnorm and
+#          vocab_softmax at 16384 rows and softmax at 8x2048 rows (tools/rows_device_time.py, softmax with
+#          Triton variants), then the Triton GPU tests
 #   final: after a Triton change: the Triton GPU tests (also cuda:1, models), the Triton hot-path layers,
 #          then rmsnorm and softmax benched
 set -u
@@ -269,8 +271,13 @@ elif [ "${1:-full}" = models33 ]; then
     step 100 "overhead_triton_$run" python3 tools/overhead.py --backends triton --rounds 15 --min-run-time 0.05 \
         --only "guard only,generated forward()" --out "$W/overhead_triton_$run.md"
   done
-  step 120 overhead_nvfuser python3 tools/overhead.py --backends nvfuser --rounds 9 --min-run-time 0.05 \
-      --only "guard only,generated forward()" --out "$W/overhead_nvfuser.md"
+  step 100 rows_wide_rmsnorm python3 tools/rows_device_time.py thunder_aot.examples.blocks:wide_rmsnorm \
+      "1x[1..16384]x16384:bf16" 16384 --out "$W/rows_wide_rmsnorm.md"
+  step 100 rows_vocab_softmax python3 tools/rows_device_time.py thunder_aot.examples.blocks:vocab_softmax \
+      "[1..16384]x32000:bf16" 16384 --out "$W/rows_vocab_softmax.md"
+  step 120 rows_softmax python3 tools/rows_device_time.py thunder_aot.examples.blocks:scaled_masked_softmax \
+      "1x8x[S=1..2048]x[S]:bf16, 1x1x[S]x[S]:fp32" 2048 --variants --out "$W/rows_softmax.md"
+  step 200 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads"
 elif [ "${1:-full}" = final ]; then
   step 150 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads or second_gpu"
   step 70 overhead_triton python3 tools/overhead.py --backends triton --rounds 3 --out "$W/overhead_triton.md"
