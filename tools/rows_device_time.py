@@ -8,8 +8,10 @@ spent its step limit compiling torch.compile and checking every system on CPU-ma
 Both exports are checked against a float64 run of the source on the same inputs (random, on the
 GPU) before they are timed. ``--variants`` also times Triton kernel variants made by editing the
 export's text (for a kernel whose row width N is a run-time argument: the hint that N is a multiple
-of 16, which lets Triton vectorise the row loads, valid here only where the size is; twice and four
-times the warps): what a schedule change would buy, measured before it is made.
+of 16, which lets Triton vectorise the row loads, valid here only where the size is; N a
+compile-time constant; rows that read one row of an input broadcast over heads run as neighbours;
+twice and four times the warps, alone and with those): what a schedule change would buy, measured
+before it is made.
 """
 
 from __future__ import annotations
@@ -36,10 +38,28 @@ def variants(text: str) -> dict[str, str]:
     hinted = re.sub(r"(def \w+_kernel\([^)]*\bN, BLOCK: tl.constexpr\):\n(    #[^\n]*\n)?)", r"\1    N = tl.multiple_of(N, 16)\n", text)
     if hinted != text:
         out["N multiple of 16"] = hinted
+    # the row width a compile-time constant (as for a bucket of one width): what a run-time N costs
+    fixed = re.sub(r"\bN, BLOCK: tl.constexpr\)", "N: tl.constexpr, BLOCK: tl.constexpr)", text)
+    fixed = re.sub(r'(do_not_specialize=\[[^\]]*)"N"', r"\1", fixed).replace(", ]", "]").replace("[, ", "[")
+    # rows that read the same row of an input broadcast over H leading rows (an attention mask over
+    # heads: ``row % S``) run as neighbours: program p takes row (p % H) * S + p // H
+    grid = re.search(r"_kernel\[1\]\((\d+) \* S, 1, 1,", text)
+    neighbours = text
+    if grid and "(row % S)" in text:
+        neighbours = text.replace(
+            "row = tl.program_id(0).to(tl.int64)\n",
+            f"row = tl.program_id(0).to(tl.int64)\n    row = (row % {grid[1]}) * S + row // {grid[1]}\n",
+        )
+    for name, body in (("N constexpr", fixed), ("broadcast rows adjacent", neighbours)):
+        if body != text:
+            out[name] = body
     for factor in (2, 4):
-        more = re.sub(r"num_warps=(\d+)\)", lambda m: f"num_warps={min(32, int(m[1]) * factor)})", text)
-        if more != text:
-            out[f"warps x{factor}"] = more
+        for base, label in ((text, ""), (fixed, "N constexpr, "), (neighbours, "broadcast rows adjacent, ")):
+            if label and base == text:
+                continue
+            more = re.sub(r"num_warps=(\d+)\)", lambda m: f"num_warps={min(32, int(m[1]) * factor)})", base)
+            if more != base:
+                out[f"{label}warps x{factor}"] = more
     return out
 
 
