@@ -457,7 +457,7 @@ def test_tuples_made_from_the_dims_alone_are_bound_once_per_shape():
         Line("v = w.view((1, 64))"),
         Line("z = y.view((s0, x.shape[0]))"),
     )
-    bound = bind_per_shape(steps, ["s0", "s1", "s2"], {"s0", "s1"})
+    bound = bind_per_shape(steps, ["s0", "s1"])
     assert [line.code for line in bound.steps] == [
         "t = empty_strided_cuda(t_shape, t_strides, torch.bfloat16) if _device >= 0 else "
         "torch.empty(t_shape, dtype=torch.bfloat16, device=x.device)",
@@ -473,5 +473,5 @@ def test_tuples_made_from_the_dims_alone_are_bound_once_per_shape():
     )
     dims = {"s0": 6, "s1": 5}  # the values, evaluated, are what the statements built
     assert [eval(text, {}, dims) for _, text in bound.values][2:] == [(1, 6, 64), (384, 64, 1), (3, 10, -1)]
-    only = bind_per_shape((Line("t = empty_strided_cuda((s0, 8), (8, 1), torch.float32)"),), ["s0"], {"s0"})
+    only = bind_per_shape((Line("t = empty_strided_cuda((s0, 8), (8, 1), torch.float32)"),), ["s0"])
     assert only.values == (("t_shape", "(s0, 8)"),)  # s0 read nowhere else: not unpacked

@@ -347,7 +347,7 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
         served = [format_bucket(b) for b, index in program.dispatch if index == bp.index]
         returns = ", ".join(bp.outputs) + ("," if program.returns_tuple and len(bp.outputs) == 1 else "")
         if kernels_run:  # the guard table holds the sizes: _dispatch makes them, once per shape
-            bound = bind_per_shape(steps, [n for n, _ in dims], {n for n, _ in dims})
+            bound = bind_per_shape(steps, [n for n, _ in dims])
             steps, names = bound.steps, [n for n, _ in bound.values]
             if all(n == text for n, text in bound.values):  # the dims alone: read inline
                 sizes_of[bp.index] = tuple_text([e for n, e in dims if n in names])

@@ -84,14 +84,14 @@ def _offset(code: str, line: int, col: int) -> int:
     return start + len(lines[line - 1].encode()[:col].decode())
 
 
-def bind_per_shape(steps: tuple[Line, ...], dims: list[str], read_in_steps: set[str]) -> PerShape:
+def bind_per_shape(steps: tuple[Line, ...], dims: list[str]) -> PerShape:
     """Replace the dim-only tuples of ``steps`` with names (one per distinct tuple); the values are
-    the dims the statements still read, then each name's tuple. ``dims``: the program's dims in
-    order; ``read_in_steps``: those its statements read at all."""
+    the dims the statements still read, then each name's tuple. ``dims``: the program's dims its
+    statements read, in order."""
     by_text: dict[str, str] = {}  # a tuple's text -> its name
     taken: set[str] = set()
     new_steps = []
-    dim_set = set(read_in_steps)
+    dim_set = set(dims)
     for step in steps:
         if not step.code or not dim_set:
             new_steps.append(step)
@@ -121,7 +121,7 @@ def bind_per_shape(steps: tuple[Line, ...], dims: list[str], read_in_steps: set[
     still = set()
     for step in new_steps:
         if step.code:
-            still |= {n for n in read_in_steps if re.search(rf"\b{n}\b", step.code)}
+            still |= {n for n in dims if re.search(rf"\b{n}\b", step.code)}
     values = [(d, d) for d in dims if d in still]
     values += [(name, text) for text, name in by_text.items()]
     return PerShape(tuple(new_steps), tuple(values))

@@ -151,14 +151,23 @@ def guard(*tensors: torch.Tensor) -> Callable[..., bool]:
 GUARD_LIMIT = 4096
 
 
+def _entry(table: dict, shape: torch.Size, program: int, tensors: tuple[torch.Tensor, ...]) -> tuple | None:
+    """``(guard, program, no tensor requires grad, device index)`` of tensors that passed the checks,
+    or None where nothing is recorded: under torch.compile's tracing, on a torch without
+    ``TensorGuards``, or for a new shape when ``table`` holds ``GUARD_LIMIT`` already."""
+    if TensorGuards is None or _tracing() or (shape not in table and len(table) >= GUARD_LIMIT):
+        return None
+    grad_free = not any(t.requires_grad for t in tensors)
+    return guard(*tensors), program, grad_free, tensors[0].get_device()
+
+
 def record_guard(table: dict, shape: torch.Size, program: int, tensors: tuple[torch.Tensor, ...]) -> None:
     """Record in a guard table of a module generated for runtime version 5 or older (a plain dict):
     the first input's shape -> ``(guard, program, no tensor requires grad, device index)``. Newer
     modules hold a :class:`GuardTable`."""
-    if TensorGuards is None or _tracing() or (shape not in table and len(table) >= GUARD_LIMIT):
-        return
-    grad_free = not any(t.requires_grad for t in tensors)
-    table[shape] = (guard(*tensors), program, grad_free, tensors[0].get_device())
+    entry = _entry(table, shape, program, tensors)
+    if entry is not None:
+        table[shape] = entry
 
 
 class GuardTable(dict):
@@ -193,10 +202,9 @@ class GuardTable(dict):
     def record(self, shape: torch.Size, program: int, sizes: tuple[int, ...], tensors: tuple[torch.Tensor, ...]) -> None:
         """Record the entry of tensors that passed the checks (nothing under torch.compile's tracing,
         or on a torch without ``TensorGuards``)."""
-        if TensorGuards is None or _tracing() or (shape not in self and len(self) >= GUARD_LIMIT):
-            return
-        grad_free = not any(t.requires_grad for t in tensors)
-        self[shape] = self.last = (guard(*tensors), program, grad_free, tensors[0].get_device(), sizes)
+        entry = _entry(self, shape, program, tensors)
+        if entry is not None:
+            self[shape] = self.last = (*entry, sizes)
 
 
 # --- the nn.Module ------------------------------------------------------------------------------
