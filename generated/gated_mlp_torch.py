@@ -26,7 +26,7 @@ from thunder_aot.runtime import (
     unmerged,
 )
 
-require(6)
+require(7)
 
 __all__ = ["BUCKETS", "NoBucketError", "GatedMLP", "forward"]
 

@@ -30,7 +30,7 @@ from thunder_aot.runtime import (
     unmerged,
 )
 
-require(6)
+require(7)
 from thunder_aot.runtime.triton import (
     INTERPRET,
     Kernel,

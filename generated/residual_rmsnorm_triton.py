@@ -29,7 +29,7 @@ from thunder_aot.runtime import (
     require,
 )
 
-require(6)
+require(7)
 from thunder_aot.runtime.triton import (
     INTERPRET,
     Kernel,

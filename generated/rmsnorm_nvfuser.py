@@ -32,7 +32,7 @@ from thunder_aot.runtime import (
     require,
 )
 
-require(6)
+require(7)
 from thunder_aot.runtime.nvfuser import Fusion, SizedFusions, contiguity, frontend
 
 FusionDefinition, DataType = frontend("nvfuser_direct")

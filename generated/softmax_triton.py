@@ -29,7 +29,7 @@ from thunder_aot.runtime import (
     require,
 )
 
-require(6)
+require(7)
 from thunder_aot.runtime.triton import (
     INTERPRET,
     Kernel,
@@ -82,7 +82,7 @@ def program0_fusion0_kernel(scores_ptr, mask__ptr, t18_out_ptr, _rows, N: tl.con
 program0_fusion0 = Kernel(program0_fusion0_kernel, block=1, num_warps=1)
 
 
-@triton.jit(do_not_specialize=["S", "_rows", "N"])
+@triton.jit(do_not_specialize=["S", "_rows"])
 def program1_fusion0_kernel(scores_ptr, mask__ptr, t20_out_ptr, S, _rows, N, BLOCK: tl.constexpr):
     # persistent: 2 rows of N <= 512 per program in BLOCK=512 lanes, 1 warp
     row = tl.program_id(0).to(tl.int64) * 2 + tl.arange(0, 2)[:, None]
@@ -106,7 +106,7 @@ def program1_fusion0_kernel(scores_ptr, mask__ptr, t20_out_ptr, S, _rows, N, BLO
     tl.store(t20_out_ptr + row * N + cols, t20, mask=mask)
 
 
-program1_fusion0 = Kernel(program1_fusion0_kernel, block=512, num_warps=1)
+program1_fusion0 = Kernel(program1_fusion0_kernel, block=512, num_warps=1, width_classes=True)
 
 
 def _sizes_of_1(S) -> tuple:
@@ -213,7 +213,9 @@ def forward(scores, mask_):
         )
         _raw = (scores.data_ptr(), mask_.data_ptr(), t20.data_ptr(), S, _rows)
         _misaligned = (_raw[0] | _raw[1]) & 15 != 0
-        _kernel = program1_fusion0.binaries.get(_device + _device + _misaligned)
+        _kernel = program1_fusion0.binaries.get(
+            (_device + _device + _misaligned) * 8 + (S % 16 != 0) + (S == 1) + 3 * (S > 2147483647)
+        )
         # the C launch where the kernel is compiled for _device and this alignment; else Kernel.launch
         if _kernel is not None:
             _kernel[1]((_rows + 1) // 2, 1, 1, raw_stream(_device), *_kernel[2], *_raw, S, 512)

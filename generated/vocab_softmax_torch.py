@@ -24,7 +24,7 @@ from thunder_aot.runtime import (
     require,
 )
 
-require(6)
+require(7)
 
 __all__ = ["BUCKETS", "NoBucketError", "TemperatureSoftmax", "forward"]
 

@@ -72,11 +72,15 @@ def test_kernel_structure(stem):
                         assert "mask=in_rows" in line, line
             assert f"(_rows + {rows - 1}) // {rows}" in text and "_rows = " in text  # the grid: programs of `rows` rows
         # run-time sizes are never specialised on: one compiled kernel serves every value (the
-        # launcher's cache is keyed by device and alignment only)
+        # launcher's cache is keyed by device and alignment only), except a run-time row width N,
+        # left to Triton's classes (1, a multiple of 16, other) and then keyed on its class too
         sizes = [a.arg for a in k.args.args if a.annotation is None and not a.arg.endswith("_ptr")]
         calls = [d for d in k.decorator_list if isinstance(d, ast.Call)]
         unspecialised = ast.literal_eval(calls[0].keywords[0].value) if calls else []
-        assert sizes == unspecialised, (sizes, unspecialised)
+        assert [s for s in sizes if s != "N"] == unspecialised, (sizes, unspecialised)
+        holder = next(n.value for n in tree.body if isinstance(n, ast.Assign)
+                      and ast.unparse(n.value).startswith(f"Kernel({k.name},"))
+        assert ("width_classes=True" in ast.unparse(holder)) == ("N" in sizes), ast.unparse(holder)
         loops = [n for n in ast.walk(k) if isinstance(n, ast.For)]
         if stem in LOOPED:  # one pass per reduction, then one that stores
             reductions = body.count("tl.sum(") + body.count("nan_max(") + body.count("nan_min(")
@@ -131,7 +135,10 @@ def test_kernel_structure(stem):
         tensors = [ast.unparse(e) for e in launch.args[1].elts if ast.unparse(e) not in sizes_of(text)]
         tested = [tensors[int(i)] for i in re.findall(r"_raw\[(\d+)\]", misaligned_stmt)]
         assert sorted(tested) == sorted(t for t in tensors if t not in outputs) and misaligned_stmt.endswith(" & 15 != 0")
-        assert kernel_stmt == f"_kernel = {name}.binaries.get(_device + _device + _misaligned)"
+        key = "_device + _device + _misaligned"
+        if "width_classes=True" in ast.unparse(holders[name]):  # runtime.triton.width_class of N, written out
+            key = f"({key}) * 8 + ({n} % 16 != 0) + ({n} == 1) + 3 * ({n} > 2147483647)"
+        assert kernel_stmt == f"_kernel = {name}.binaries.get({key})", kernel_stmt
     # _device: once per call, from the guard's entry on the fast path, from eager_device otherwise
     if kernels:
         assert forward_text.count("_device = eager_device(") == 1 and "_device = fast[3]" in forward_text
@@ -475,3 +482,22 @@ def test_tuples_made_from_the_dims_alone_are_bound_once_per_shape():
     assert [eval(text, {}, dims) for _, text in bound.values][2:] == [(1, 6, 64), (384, 64, 1), (3, 10, -1)]
     only = bind_per_shape((Line("t = empty_strided_cuda((s0, 8), (8, 1), torch.float32)"),), ["s0"])
     assert only.values == (("t_shape", "(s0, 8)"),)  # s0 read nowhere else: not unpacked
+
+
+def test_width_classes_are_the_classes_triton_compiles_a_specialised_integer_for():
+    """A binary compiled for one class of a run-time row width N is launched only for widths of that
+    class: runtime.triton.width_class must split the integers exactly as Triton's specialisation
+    does (in this Triton: a constant 1, 32/64-bit, divisible by 16 or not)."""
+    from triton.backends.compiler import BaseBackend
+    from triton.runtime.jit import native_specialize_impl
+
+    from thunder_aot.runtime.triton import width_class
+
+    values = [0, 1, 2, 3, 15, 16, 17, 31, 32, 1000, 1024, 2000, 2001, 2047, 2048, 4096, 32000, 32001,
+              2**31 - 16, 2**31 - 1, 2**31, 2**31 + 1, 2**31 + 16, 2**40, 2**40 + 3]
+    seen: dict[int, set] = {}
+    for n in values:
+        seen.setdefault(width_class(n), set()).add(native_specialize_impl(BaseBackend, n, False, True, True))
+    # one Triton specialisation per class, and a different one for each class
+    assert all(len(specs) == 1 for specs in seen.values()), seen
+    assert len({next(iter(specs)) for specs in seen.values()}) == len(seen) == 5, seen

@@ -76,6 +76,8 @@
 #          hot-path layers against the floor twice (tools/overhead.py, 15 rounds), then wide_rmsnorm and
 #          vocab_softmax at 16384 rows and softmax at 8x2048 rows (tools/rows_device_time.py, softmax with
 #          Triton variants), then the Triton GPU tests
+#   models34: after the width classes: softmax at S = 2000, 2001, 2048 (rows_device_time, variants), the Triton
+#          GPU tests, memcheck
 #   final: after a Triton change: the Triton GPU tests (also cuda:1, models), the Triton hot-path layers,
 #          then rmsnorm and softmax benched
 set -u
@@ -278,6 +280,13 @@ elif [ "${1:-full}" = models33 ]; then
   step 120 rows_softmax python3 tools/rows_device_time.py thunder_aot.examples.blocks:scaled_masked_softmax \
       "1x8x[S=1..2048]x[S]:bf16, 1x1x[S]x[S]:fp32" 2048 --variants --out "$W/rows_softmax.md"
   step 200 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads"
+elif [ "${1:-full}" = models34 ]; then
+  for s in 2000 2001 2048; do
+    step 100 "rows_softmax_$s" python3 tools/rows_device_time.py thunder_aot.examples.blocks:scaled_masked_softmax \
+        "1x8x[S=1..2048]x[S]:bf16, 1x1x[S]x[S]:fp32" "$s" --variants --out "$W/rows_softmax_$s.md"
+  done
+  step 200 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads"
+  step 150 memcheck python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -rs -k memcheck
 elif [ "${1:-full}" = final ]; then
   step 150 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads or second_gpu"
   step 70 overhead_triton python3 tools/overhead.py --backends triton --rounds 3 --out "$W/overhead_triton.md"

@@ -24,8 +24,9 @@ import torch
 #: version-checked fast paths of runtime.versions; 3: merged projections, GeneratedModule.MERGED
 #: and ``unmerged``; 4: runtime.triton.nan_max and nan_min, NaN-propagating reductions; 5: CHOICES,
 #: the picks of top-k kernels handed to a verification watching the call; 6: GuardTable, the guard
-#: that passed last tried first, the program's sizes held in the entry)
-RUNTIME_VERSION = 6
+#: that passed last tried first, the program's sizes held in the entry; 7: runtime.triton's
+#: Kernel(width_classes=True), binaries per class of a run-time row width)
+RUNTIME_VERSION = 7
 
 __all__ = [
     "RUNTIME_VERSION",

@@ -37,6 +37,7 @@ __all__ = [
     "nan_max",
     "nan_min",
     "raw_stream",
+    "width_class",
 ]
 
 import triton.language as tl  # noqa: E402
@@ -129,6 +130,13 @@ if raw_stream is None:
         return torch.cuda.current_stream(index).cuda_stream
 
 
+def width_class(n: int) -> int:
+    """The class Triton compiles a specialised integer argument for: 0 a multiple of 16 (and 0),
+    1 other, 2 the value 1 (a constant), each +3 where it needs 64 bits. A binary compiled for one
+    class is launched only for arguments of that class (generated modules write this test out)."""
+    return (n % 16 != 0) + (n == 1) + 3 * (n > 2147483647)
+
+
 def eager_device(t: torch.Tensor) -> int:
     """A call's ``_device`` on the checked path: ``t``'s CUDA device index where kernels can launch
     directly (eager CUDA, not Triton's interpreter or torch.compile's tracing, and ``t`` on the
@@ -146,13 +154,16 @@ class Kernel:
     arguments). Triton specialises pointers on 16-byte alignment, so a binary compiled for
     aligned tensors never sees an unaligned one."""
 
-    __slots__ = ("fn", "block", "num_warps", "binaries")
+    __slots__ = ("fn", "block", "num_warps", "binaries", "width_classes")
 
-    def __init__(self, fn, block: int, num_warps: int) -> None:
+    def __init__(self, fn, block: int, num_warps: int, width_classes: bool = False) -> None:
         self.binaries: dict[int, tuple] = {}
         self.fn = fn
         self.block = block
         self.num_warps = num_warps
+        #: the row width N is a run-time argument Triton specialises (not in ``do_not_specialize``):
+        #: binaries are keyed ``(device index * 2 + misaligned) * 8 + width_class(N)``
+        self.width_classes = width_classes
 
     def compile(self, key: int, args: tuple, n: int) -> tuple:
         """Compile for these arguments' device and alignment, once (thread-safe). The launch
@@ -206,6 +217,8 @@ class Kernel:
                 self.fn[(programs,)](*args, N=n, BLOCK=self.block, num_warps=self.num_warps)
             return
         key = index + index + misaligned
+        if self.width_classes:
+            key = key * 8 + width_class(n)
         entry = self.binaries.get(key)
         if entry is None:
             entry = self.compile(key, args, n)

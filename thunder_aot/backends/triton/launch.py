@@ -31,12 +31,16 @@ class TritonRegionView:
     #: outputs holding a selection's picks (a top-k's indices), handed to export's verification
     #: while it watches a call (``runtime.CHOICES``), as it sees torch.topk's
     recorded: tuple[str, ...] = ()
+    #: the run-time row width N is specialised by Triton in classes (runtime.triton.width_class),
+    #: one compiled kernel per class, device and alignment
+    width_classes: bool = False
 
     @property
     def definition_key(self) -> tuple:
         """What makes the compiled kernel: its text and its compile-time arguments. Regions with the
         same key share one kernel and one compile."""
-        return (self.decorator, self.kernel_params, self.n_param, self.schedule_note, self.body, self.n, self.block, self.num_warps)
+        return (self.decorator, self.kernel_params, self.n_param, self.schedule_note, self.body, self.n, self.block,
+                self.num_warps, self.width_classes)
 
     def sharing(self, name: str) -> "TritonRegionView":
         return replace(self, name=name, template="")
@@ -62,6 +66,10 @@ class TritonRegionView:
         raw = [f"{t}.data_ptr()" for t in tensors] + list(self.size_names)
         inputs = [i for i, t in enumerate(tensors) if t in self.params]
         misaligned = "(" + " | ".join(f"_raw[{i}]" for i in inputs) + ") & 15 != 0" if inputs else "False"
+        key = "_device + _device + _misaligned"
+        if self.width_classes:  # runtime.triton.width_class, written out
+            n = self.n if self.n.isidentifier() else f"({self.n})"
+            key = f"({key}) * 8 + ({n} % 16 != 0) + ({n} == 1) + 3 * ({n} > 2147483647)"
         direct = f"_kernel[1]({self.programs}, 1, 1, raw_stream(_device), *_kernel[2], *_raw, {self.n}, {self.block})"
         general = f"{self.name}.launch({self.programs}, {tuple_text(list(self.launch_args))}, _raw, _misaligned, {self.n})"
         return (
@@ -69,7 +77,7 @@ class TritonRegionView:
             *self.allocations,
             Line(f"_raw = {tuple_text(raw)}"),
             Line(f"_misaligned = {misaligned}"),
-            Line(f"_kernel = {self.name}.binaries.get(_device + _device + _misaligned)"),
+            Line(f"_kernel = {self.name}.binaries.get({key})"),
             Line(
                 "\n".join(
                     (
