@@ -113,7 +113,7 @@ class GatedMLP(GeneratedModule):
             or state["_forward_hooks"]
             or state["_backward_pre_hooks"]
             or state["_backward_hooks"]
-            or state.get("_compiled_call_impl") is not None
+            or "_compiled_call_impl" in state
             or "forward" in state
             or GLOBAL_FORWARD_PRE_HOOKS
             or GLOBAL_FORWARD_HOOKS

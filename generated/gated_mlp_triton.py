@@ -156,14 +156,31 @@ def forward(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight, t_merge
             if _device >= 0
             else torch.empty(input__shape, dtype=torch.float32, device=t22_merged.device)
         )
-        _raw = (t22_merged.data_ptr(), input_.data_ptr(), _rows)
-        _misaligned = (_raw[0]) & 15 != 0
+        _t22_merged_ptr = t22_merged.data_ptr()
+        _misaligned = (_t22_merged_ptr) & 15 != 0
         _kernel = fusion0.binaries.get(_device + _device + _misaligned)
         # the C launch where the kernel is compiled for _device and this alignment; else Kernel.launch
         if _kernel is not None:
-            _kernel[1]((_rows + 1) // 2, 1, 1, raw_stream(_device), *_kernel[2], *_raw, 512, 512)
+            _kernel[1](
+                (_rows + 1) // 2,
+                1,
+                1,
+                raw_stream(_device),
+                *_kernel[2],
+                _t22_merged_ptr,
+                input_.data_ptr(),
+                _rows,
+                512,
+                512,
+            )
         else:
-            fusion0.launch((_rows + 1) // 2, (t22_merged, input_, _rows), _raw, _misaligned, 512)
+            fusion0.launch(
+                (_rows + 1) // 2,
+                (t22_merged, input_, _rows),
+                (_t22_merged_ptr, input_.data_ptr(), _rows),
+                _misaligned,
+                512,
+            )
         # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
         t24 = torch.nn.functional.linear(input_, t_down_proj_weight, None)
         return t24
@@ -202,7 +219,7 @@ class GatedMLP(GeneratedModule):
             or state["_forward_hooks"]
             or state["_backward_pre_hooks"]
             or state["_backward_hooks"]
-            or state.get("_compiled_call_impl") is not None
+            or "_compiled_call_impl" in state
             or "forward" in state
             or GLOBAL_FORWARD_PRE_HOOKS
             or GLOBAL_FORWARD_HOOKS

@@ -150,14 +150,14 @@ def forward(gate_up):
             if _device >= 0
             else torch.empty(t36_shape, dtype=torch.bfloat16, device=gate_up.device)
         )
-        _raw = (gate_up.data_ptr(), t36.data_ptr())
-        _misaligned = (_raw[0]) & 15 != 0
+        _gate_up_ptr = gate_up.data_ptr()
+        _misaligned = (_gate_up_ptr) & 15 != 0
         _kernel = fusion0.binaries.get(_device + _device + _misaligned)
         # the C launch where the kernel is compiled for _device and this alignment; else Kernel.launch
         if _kernel is not None:
-            _kernel[1](s0, 1, 1, raw_stream(_device), *_kernel[2], *_raw, 1024, 1024)
+            _kernel[1](s0, 1, 1, raw_stream(_device), *_kernel[2], _gate_up_ptr, t36.data_ptr(), 1024, 1024)
         else:
-            fusion0.launch(s0, (gate_up, t36), _raw, _misaligned, 1024)
+            fusion0.launch(s0, (gate_up, t36), (_gate_up_ptr, t36.data_ptr()), _misaligned, 1024)
         return t36
 
 
@@ -182,7 +182,7 @@ class GeluGate(GeneratedModule):
             or state["_forward_hooks"]
             or state["_backward_pre_hooks"]
             or state["_backward_hooks"]
-            or state.get("_compiled_call_impl") is not None
+            or "_compiled_call_impl" in state
             or "forward" in state
             or GLOBAL_FORWARD_PRE_HOOKS
             or GLOBAL_FORWARD_HOOKS

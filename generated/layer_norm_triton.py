@@ -156,14 +156,34 @@ def forward(input_, t_bias, t_weight):
             if _device >= 0
             else torch.empty(t28_shape, dtype=torch.bfloat16, device=input_.device)
         )
-        _raw = (input_.data_ptr(), t_weight.data_ptr(), t_bias.data_ptr(), t28.data_ptr())
-        _misaligned = (_raw[0] | _raw[1] | _raw[2]) & 15 != 0
+        _input__ptr = input_.data_ptr()
+        _t_weight_ptr = t_weight.data_ptr()
+        _t_bias_ptr = t_bias.data_ptr()
+        _misaligned = (_input__ptr | _t_weight_ptr | _t_bias_ptr) & 15 != 0
         _kernel = fusion0.binaries.get(_device + _device + _misaligned)
         # the C launch where the kernel is compiled for _device and this alignment; else Kernel.launch
         if _kernel is not None:
-            _kernel[1](s0, 1, 1, raw_stream(_device), *_kernel[2], *_raw, 1024, 1024)
+            _kernel[1](
+                s0,
+                1,
+                1,
+                raw_stream(_device),
+                *_kernel[2],
+                _input__ptr,
+                _t_weight_ptr,
+                _t_bias_ptr,
+                t28.data_ptr(),
+                1024,
+                1024,
+            )
         else:
-            fusion0.launch(s0, (input_, t_weight, t_bias, t28), _raw, _misaligned, 1024)
+            fusion0.launch(
+                s0,
+                (input_, t_weight, t_bias, t28),
+                (_input__ptr, _t_weight_ptr, _t_bias_ptr, t28.data_ptr()),
+                _misaligned,
+                1024,
+            )
         return t28
 
 
@@ -195,7 +215,7 @@ class LayerNorm(GeneratedModule):
             or state["_forward_hooks"]
             or state["_backward_pre_hooks"]
             or state["_backward_hooks"]
-            or state.get("_compiled_call_impl") is not None
+            or "_compiled_call_impl" in state
             or "forward" in state
             or GLOBAL_FORWARD_PRE_HOOKS
             or GLOBAL_FORWARD_HOOKS

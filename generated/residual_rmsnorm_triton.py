@@ -186,20 +186,35 @@ def forward(x, residual, t_norm_weight):
             if _device >= 0
             else torch.empty(hidden_states_shape, dtype=torch.bfloat16, device=x.device)
         )
-        _raw = (
-            x.data_ptr(),
-            residual.data_ptr(),
-            t_norm_weight.data_ptr(),
-            hidden_states.data_ptr(),
-            t21.data_ptr(),
-        )
-        _misaligned = (_raw[0] | _raw[1] | _raw[2]) & 15 != 0
+        _x_ptr = x.data_ptr()
+        _residual_ptr = residual.data_ptr()
+        _t_norm_weight_ptr = t_norm_weight.data_ptr()
+        _misaligned = (_x_ptr | _residual_ptr | _t_norm_weight_ptr) & 15 != 0
         _kernel = fusion0.binaries.get(_device + _device + _misaligned)
         # the C launch where the kernel is compiled for _device and this alignment; else Kernel.launch
         if _kernel is not None:
-            _kernel[1](S, 1, 1, raw_stream(_device), *_kernel[2], *_raw, 2880, 4096)
+            _kernel[1](
+                S,
+                1,
+                1,
+                raw_stream(_device),
+                *_kernel[2],
+                _x_ptr,
+                _residual_ptr,
+                _t_norm_weight_ptr,
+                hidden_states.data_ptr(),
+                t21.data_ptr(),
+                2880,
+                4096,
+            )
         else:
-            fusion0.launch(S, (x, residual, t_norm_weight, hidden_states, t21), _raw, _misaligned, 2880)
+            fusion0.launch(
+                S,
+                (x, residual, t_norm_weight, hidden_states, t21),
+                (_x_ptr, _residual_ptr, _t_norm_weight_ptr, hidden_states.data_ptr(), t21.data_ptr()),
+                _misaligned,
+                2880,
+            )
         return t21, hidden_states
 
 
@@ -226,7 +241,7 @@ class ResidualRMSNorm(GeneratedModule):
             or state["_forward_hooks"]
             or state["_backward_pre_hooks"]
             or state["_backward_hooks"]
-            or state.get("_compiled_call_impl") is not None
+            or "_compiled_call_impl" in state
             or "forward" in state
             or GLOBAL_FORWARD_PRE_HOOKS
             or GLOBAL_FORWARD_HOOKS

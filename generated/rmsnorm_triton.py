@@ -162,14 +162,32 @@ def forward(hidden_states, t_weight):
             if _device >= 0
             else torch.empty(t16_shape, dtype=torch.bfloat16, device=hidden_states.device)
         )
-        _raw = (hidden_states.data_ptr(), t_weight.data_ptr(), t16.data_ptr())
-        _misaligned = (_raw[0] | _raw[1]) & 15 != 0
+        _hidden_states_ptr = hidden_states.data_ptr()
+        _t_weight_ptr = t_weight.data_ptr()
+        _misaligned = (_hidden_states_ptr | _t_weight_ptr) & 15 != 0
         _kernel = fusion0.binaries.get(_device + _device + _misaligned)
         # the C launch where the kernel is compiled for _device and this alignment; else Kernel.launch
         if _kernel is not None:
-            _kernel[1](s0, 1, 1, raw_stream(_device), *_kernel[2], *_raw, 2880, 4096)
+            _kernel[1](
+                s0,
+                1,
+                1,
+                raw_stream(_device),
+                *_kernel[2],
+                _hidden_states_ptr,
+                _t_weight_ptr,
+                t16.data_ptr(),
+                2880,
+                4096,
+            )
         else:
-            fusion0.launch(s0, (hidden_states, t_weight, t16), _raw, _misaligned, 2880)
+            fusion0.launch(
+                s0,
+                (hidden_states, t_weight, t16),
+                (_hidden_states_ptr, _t_weight_ptr, t16.data_ptr()),
+                _misaligned,
+                2880,
+            )
         return t16
 
 
@@ -201,7 +219,7 @@ class GptOssRMSNorm(GeneratedModule):
             or state["_forward_hooks"]
             or state["_backward_pre_hooks"]
             or state["_backward_hooks"]
-            or state.get("_compiled_call_impl") is not None
+            or "_compiled_call_impl" in state
             or "forward" in state
             or GLOBAL_FORWARD_PRE_HOOKS
             or GLOBAL_FORWARD_HOOKS

@@ -180,14 +180,36 @@ def forward(x, cos, sin):
             if _device >= 0
             else torch.empty(t19_shape, dtype=torch.bfloat16, device=x.device)
         )
-        _raw = (x.data_ptr(), cos.data_ptr(), sin.data_ptr(), t19.data_ptr(), S, _rows)
-        _misaligned = (_raw[0] | _raw[1] | _raw[2]) & 15 != 0
+        _x_ptr = x.data_ptr()
+        _cos_ptr = cos.data_ptr()
+        _sin_ptr = sin.data_ptr()
+        _misaligned = (_x_ptr | _cos_ptr | _sin_ptr) & 15 != 0
         _kernel = fusion0.binaries.get(_device + _device + _misaligned)
         # the C launch where the kernel is compiled for _device and this alignment; else Kernel.launch
         if _kernel is not None:
-            _kernel[1]((_rows + 15) // 16, 1, 1, raw_stream(_device), *_kernel[2], *_raw, 64, 64)
+            _kernel[1](
+                (_rows + 15) // 16,
+                1,
+                1,
+                raw_stream(_device),
+                *_kernel[2],
+                _x_ptr,
+                _cos_ptr,
+                _sin_ptr,
+                t19.data_ptr(),
+                S,
+                _rows,
+                64,
+                64,
+            )
         else:
-            fusion0.launch((_rows + 15) // 16, (x, cos, sin, t19, S, _rows), _raw, _misaligned, 64)
+            fusion0.launch(
+                (_rows + 15) // 16,
+                (x, cos, sin, t19, S, _rows),
+                (_x_ptr, _cos_ptr, _sin_ptr, t19.data_ptr(), S, _rows),
+                _misaligned,
+                64,
+            )
         return t19
 
 
@@ -221,7 +243,7 @@ class RotaryEmbedding(GeneratedModule):
             or state["_forward_hooks"]
             or state["_backward_pre_hooks"]
             or state["_backward_hooks"]
-            or state.get("_compiled_call_impl") is not None
+            or "_compiled_call_impl" in state
             or "forward" in state
             or GLOBAL_FORWARD_PRE_HOOKS
             or GLOBAL_FORWARD_HOOKS

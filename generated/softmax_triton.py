@@ -192,14 +192,33 @@ def forward(scores, mask_):
             if _device >= 0
             else torch.empty((1, 8, 1, 1), dtype=torch.bfloat16, device=scores.device)
         )
-        _raw = (scores.data_ptr(), mask_.data_ptr(), t18.data_ptr(), _rows)
-        _misaligned = (_raw[0] | _raw[1]) & 15 != 0
+        _scores_ptr = scores.data_ptr()
+        _mask__ptr = mask_.data_ptr()
+        _misaligned = (_scores_ptr | _mask__ptr) & 15 != 0
         _kernel = program0_fusion0.binaries.get(_device + _device + _misaligned)
         # the C launch where the kernel is compiled for _device and this alignment; else Kernel.launch
         if _kernel is not None:
-            _kernel[1]((_rows + 7) // 8, 1, 1, raw_stream(_device), *_kernel[2], *_raw, 1, 1)
+            _kernel[1](
+                (_rows + 7) // 8,
+                1,
+                1,
+                raw_stream(_device),
+                *_kernel[2],
+                _scores_ptr,
+                _mask__ptr,
+                t18.data_ptr(),
+                _rows,
+                1,
+                1,
+            )
         else:
-            program0_fusion0.launch((_rows + 7) // 8, (scores, mask_, t18, _rows), _raw, _misaligned, 1)
+            program0_fusion0.launch(
+                (_rows + 7) // 8,
+                (scores, mask_, t18, _rows),
+                (_scores_ptr, _mask__ptr, t18.data_ptr(), _rows),
+                _misaligned,
+                1,
+            )
         return t18
     if program == 1:
         # serves 1x8x[S=2..512]x[S]:bfloat16, 1x1x[S]x[S]:float32
@@ -211,16 +230,36 @@ def forward(scores, mask_):
             if _device >= 0
             else torch.empty(t20_shape, dtype=torch.bfloat16, device=scores.device)
         )
-        _raw = (scores.data_ptr(), mask_.data_ptr(), t20.data_ptr(), S, _rows)
-        _misaligned = (_raw[0] | _raw[1]) & 15 != 0
+        _scores_ptr = scores.data_ptr()
+        _mask__ptr = mask_.data_ptr()
+        _misaligned = (_scores_ptr | _mask__ptr) & 15 != 0
         _kernel = program1_fusion0.binaries.get(
             (_device + _device + _misaligned) * 8 + (S % 16 != 0) + (S == 1) + 3 * (S > 2147483647)
         )
         # the C launch where the kernel is compiled for _device and this alignment; else Kernel.launch
         if _kernel is not None:
-            _kernel[1]((_rows + 1) // 2, 1, 1, raw_stream(_device), *_kernel[2], *_raw, S, 512)
+            _kernel[1](
+                (_rows + 1) // 2,
+                1,
+                1,
+                raw_stream(_device),
+                *_kernel[2],
+                _scores_ptr,
+                _mask__ptr,
+                t20.data_ptr(),
+                S,
+                _rows,
+                S,
+                512,
+            )
         else:
-            program1_fusion0.launch((_rows + 1) // 2, (scores, mask_, t20, S, _rows), _raw, _misaligned, S)
+            program1_fusion0.launch(
+                (_rows + 1) // 2,
+                (scores, mask_, t20, S, _rows),
+                (_scores_ptr, _mask__ptr, t20.data_ptr(), S, _rows),
+                _misaligned,
+                S,
+            )
         return t20
 
 
@@ -250,7 +289,7 @@ class ScaledMaskedSoftmax(GeneratedModule):
             or state["_forward_hooks"]
             or state["_backward_pre_hooks"]
             or state["_backward_hooks"]
-            or state.get("_compiled_call_impl") is not None
+            or "_compiled_call_impl" in state
             or "forward" in state
             or GLOBAL_FORWARD_PRE_HOOKS
             or GLOBAL_FORWARD_HOOKS

@@ -141,14 +141,14 @@ def forward(logits):
             if _device >= 0
             else torch.empty(t17_shape, dtype=torch.float32, device=logits.device)
         )
-        _raw = (logits.data_ptr(), t17.data_ptr())
-        _misaligned = (_raw[0]) & 15 != 0
+        _logits_ptr = logits.data_ptr()
+        _misaligned = (_logits_ptr) & 15 != 0
         _kernel = fusion0.binaries.get(_device + _device + _misaligned)
         # the C launch where the kernel is compiled for _device and this alignment; else Kernel.launch
         if _kernel is not None:
-            _kernel[1](s0, 1, 1, raw_stream(_device), *_kernel[2], *_raw, 32000, 8192)
+            _kernel[1](s0, 1, 1, raw_stream(_device), *_kernel[2], _logits_ptr, t17.data_ptr(), 32000, 8192)
         else:
-            fusion0.launch(s0, (logits, t17), _raw, _misaligned, 32000)
+            fusion0.launch(s0, (logits, t17), (_logits_ptr, t17.data_ptr()), _misaligned, 32000)
         return t17
 
 
@@ -175,7 +175,7 @@ class TemperatureSoftmax(GeneratedModule):
             or state["_forward_hooks"]
             or state["_backward_pre_hooks"]
             or state["_backward_hooks"]
-            or state.get("_compiled_call_impl") is not None
+            or "_compiled_call_impl" in state
             or "forward" in state
             or GLOBAL_FORWARD_PRE_HOOKS
             or GLOBAL_FORWARD_HOOKS

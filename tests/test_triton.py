@@ -116,25 +116,35 @@ def test_kernel_structure(stem):
         name = launch.func.value.id
         assert launch in launches and ast.unparse(direct.func) == "_kernel[1]" and name in holders
         programs, args, raw, misaligned, n = [ast.unparse(a) for a in launch.args]
-        assert (raw, misaligned) == ("_raw", "_misaligned")
-        assert ast.unparse(direct) == f"_kernel[1]({programs}, 1, 1, raw_stream(_device), *_kernel[2], *_raw, {n}, {blocks[name]})"
-        # the statements before the branch, in the same block: _raw (the launch's args with each
-        # tensor as its data_ptr()), _misaligned (the inputs' pointers only), the compiled kernel
+        assert misaligned == "_misaligned"
+        # the statements before the branch, in the same block: this region's allocations, each
+        # input's pointer read once (``_<input>_ptr``), _misaligned (the inputs' pointers only), the
+        # compiled kernel
         block_of = next(b for b in body for field in ("body", "orelse") if branch in getattr(b, field, []))
         stmts = block_of.body if branch in block_of.body else block_of.orelse
         at = stmts.index(branch)
-        raw_stmt, misaligned_stmt, kernel_stmt = [ast.unparse(s) for s in stmts[at - 3 : at]]
-        raw_args = [a if a in sizes_of(text) else f"{a}.data_ptr()" for a in map(ast.unparse, launch.args[1].elts)]
-        assert raw_stmt == f"_raw = ({', '.join(raw_args)}{',' if len(raw_args) == 1 else ''})", raw_stmt
-        # an input off a 16-byte boundary gets its own kernel: every input's pointer is tested, no output's
-        outputs, before = set(), at - 4  # this region's allocations: right before its _raw
+        misaligned_stmt, kernel_stmt = [ast.unparse(s) for s in stmts[at - 2 : at]]
+        pointers, before = [], at - 3
+        while before >= 0 and re.fullmatch(r"_\w+_ptr = \w+\.data_ptr\(\)", ast.unparse(stmts[before])):
+            pointers.insert(0, ast.unparse(stmts[before]))
+            before -= 1
+        outputs = set()
         while before >= 0 and isinstance(stmts[before], ast.Assign) and isinstance(stmts[before].value, ast.IfExp):
             outputs.add(ast.unparse(stmts[before].targets[0]))
             before -= 1
         assert outputs
         tensors = [ast.unparse(e) for e in launch.args[1].elts if ast.unparse(e) not in sizes_of(text)]
-        tested = [tensors[int(i)] for i in re.findall(r"_raw\[(\d+)\]", misaligned_stmt)]
-        assert sorted(tested) == sorted(t for t in tensors if t not in outputs) and misaligned_stmt.endswith(" & 15 != 0")
+        inputs = list(dict.fromkeys(t for t in tensors if t not in outputs))
+        assert pointers == [f"_{t}_ptr = {t}.data_ptr()" for t in inputs], pointers
+        # the launch's raw arguments: each tensor as its data_ptr() (an input's read once), then sizes
+        raw_args = [a if a in sizes_of(text) else f"_{a}_ptr" if a in inputs else f"{a}.data_ptr()"
+                    for a in map(ast.unparse, launch.args[1].elts)]
+        assert raw == f"({', '.join(raw_args)}{',' if len(raw_args) == 1 else ''})", raw
+        assert ast.unparse(direct) == (
+            f"_kernel[1]({programs}, 1, 1, raw_stream(_device), *_kernel[2], {', '.join(raw_args)}, {n}, {blocks[name]})")
+        # an input off a 16-byte boundary gets its own kernel: every input's pointer is tested, no output's
+        tested = f"_misaligned = ({' | '.join(f'_{t}_ptr' for t in inputs)}) & 15 != 0"
+        assert misaligned_stmt == ast.unparse(ast.parse(tested)), misaligned_stmt
         key = "_device + _device + _misaligned"
         if "width_classes=True" in ast.unparse(holders[name]):  # runtime.triton.width_class of N, written out
             key = f"({key}) * 8 + ({n} % 16 != 0) + ({n} == 1) + 3 * ({n} > 2147483647)"

@@ -78,6 +78,8 @@
 #          Triton variants), then the Triton GPU tests
 #   models34: after the width classes: softmax at S = 2000, 2001, 2048 (rows_device_time, variants), the Triton
 #          GPU tests, memcheck
+#   models35 OLD.py: the seed's Triton module against OLD.py (tools/ab_modules.py) and against the floor twice
+#          (tools/overhead.py, 15 rounds)
 #   final: after a Triton change: the Triton GPU tests (also cuda:1, models), the Triton hot-path layers,
 #          then rmsnorm and softmax benched
 set -u
@@ -98,6 +100,16 @@ gpt_oss_layer_bench() { step "$1" "$2" env PYTHONUNBUFFERED=1 python3 -m thunder
 # the layer's device time by kernel:  gpt_oss_profile LIMIT SIZES [tools/layer_profile.py options]
 gpt_oss_profile() { local limit=$1 sizes=$2; shift 2; step "$limit" gpt_oss_profile env PYTHONUNBUFFERED=1 python3 tools/layer_profile.py \
     "$GPT_OSS_LAYER" "$GPT_OSS_SHAPES" --sizes "$sizes" --top 40 "$@" --out "$W/gpt_oss_profile.md"; }
+# the width classes on the GPU: softmax at S = 2000, 2001, 2048 (rows_device_time, variants), the Triton GPU
+# tests, memcheck
+width_class_checks() {
+  for s in 2000 2001 2048; do
+    step 100 "rows_softmax_$s" python3 tools/rows_device_time.py thunder_aot.examples.blocks:scaled_masked_softmax \
+        "1x8x[S=1..2048]x[S]:bf16, 1x1x[S]x[S]:fp32" "$s" --variants --out "$W/rows_softmax_$s.md"
+  done
+  step 200 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads"
+  step 150 memcheck python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -rs -k memcheck
+}
 # generated/ modules benched at 16384 rows (nvFuser and Triton side by side):  rows16k LIMIT STEM,STEM...
 rows16k() {
   local limit=$1 stems=",$2,"
@@ -281,12 +293,13 @@ elif [ "${1:-full}" = models33 ]; then
       "1x8x[S=1..2048]x[S]:bf16, 1x1x[S]x[S]:fp32" 2048 --variants --out "$W/rows_softmax.md"
   step 200 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads"
 elif [ "${1:-full}" = models34 ]; then
-  for s in 2000 2001 2048; do
-    step 100 "rows_softmax_$s" python3 tools/rows_device_time.py thunder_aot.examples.blocks:scaled_masked_softmax \
-        "1x8x[S=1..2048]x[S]:bf16, 1x1x[S]x[S]:fp32" "$s" --variants --out "$W/rows_softmax_$s.md"
+  width_class_checks
+elif [ "${1:-full}" = models35 ]; then
+  step 120 ab python3 tools/ab_modules.py "$2" generated/rmsnorm_triton.py --rounds 9
+  for run in a b; do
+    step 100 "overhead_triton_$run" python3 tools/overhead.py --backends triton --rounds 15 --min-run-time 0.05 \
+        --only "guard only,generated forward()" --out "$W/overhead_triton_$run.md"
   done
-  step 200 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads"
-  step 150 memcheck python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -rs -k memcheck
 elif [ "${1:-full}" = final ]; then
   step 150 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads or second_gpu"
   step 70 overhead_triton python3 tools/overhead.py --backends triton --rounds 3 --out "$W/overhead_triton.md"

@@ -43,7 +43,7 @@ def variants(text: str) -> dict[str, str]:
     fixed = re.sub(r'(do_not_specialize=\[[^\]]*)"N"', r"\1", fixed).replace(", ]", "]").replace("[, ", "[")
     # rows that read the same row of an input broadcast over H leading rows (an attention mask over
     # heads: ``row % S``) run as neighbours: program p takes row (p % H) * S + p // H
-    grid = re.search(r"_kernel\[1\]\((\d+) \* S, 1, 1,", text)
+    grid = re.search(r"_kernel\[1\]\(\s*(\d+) \* S,\s*1,\s*1,", text)
     neighbours = text
     if grid and "(row % S)" in text:
         neighbours = text.replace(
@@ -57,7 +57,7 @@ def variants(text: str) -> dict[str, str]:
         for base, label in ((text, ""), (fixed, "N constexpr, "), (neighbours, "broadcast rows adjacent, ")):
             if label and base == text:
                 continue
-            more = re.sub(r"num_warps=(\d+)\)", lambda m: f"num_warps={min(32, int(m[1]) * factor)})", base)
+            more = re.sub(r"num_warps=(\d+)(?=[,)])", lambda m: f"num_warps={min(32, int(m[1]) * factor)}", base)
             if more != base:
                 out[f"{label}warps x{factor}"] = more
     return out

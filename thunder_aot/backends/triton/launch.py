@@ -63,19 +63,21 @@ class TritonRegionView:
         the interpreter or torch.compile needs). An input off a 16-byte boundary gets its own
         compiled kernel (outputs come from torch's allocator, which aligns far more)."""
         tensors = self.tensor_names
-        raw = [f"{t}.data_ptr()" for t in tensors] + list(self.size_names)
-        inputs = [i for i, t in enumerate(tensors) if t in self.params]
-        misaligned = "(" + " | ".join(f"_raw[{i}]" for i in inputs) + ") & 15 != 0" if inputs else "False"
+        # an input's pointer is read once, for the alignment test and the launch (no tuple of them
+        # is built and unpacked on the direct path)
+        pointers = {t: f"_{t}_ptr" for t in tensors if t in self.params}
+        raw = [pointers.get(t, f"{t}.data_ptr()") for t in tensors] + list(self.size_names)
+        misaligned = "(" + " | ".join(pointers.values()) + ") & 15 != 0" if pointers else "False"
         key = "_device + _device + _misaligned"
         if self.width_classes:  # runtime.triton.width_class, written out
             n = self.n if self.n.isidentifier() else f"({self.n})"
             key = f"({key}) * 8 + ({n} % 16 != 0) + ({n} == 1) + 3 * ({n} > 2147483647)"
-        direct = f"_kernel[1]({self.programs}, 1, 1, raw_stream(_device), *_kernel[2], *_raw, {self.n}, {self.block})"
-        general = f"{self.name}.launch({self.programs}, {tuple_text(list(self.launch_args))}, _raw, _misaligned, {self.n})"
+        direct = f"_kernel[1]({self.programs}, 1, 1, raw_stream(_device), *_kernel[2], {', '.join(raw)}, {self.n}, {self.block})"
+        general = f"{self.name}.launch({self.programs}, {tuple_text(list(self.launch_args))}, {tuple_text(raw)}, _misaligned, {self.n})"
         return (
             *self.row_count,
             *self.allocations,
-            Line(f"_raw = {tuple_text(raw)}"),
+            *(Line(f"{name} = {t}.data_ptr()") for t, name in pointers.items()),
             Line(f"_misaligned = {misaligned}"),
             Line(f"_kernel = {self.name}.binaries.get({key})"),
             Line(
