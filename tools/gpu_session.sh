@@ -80,6 +80,8 @@
 #          GPU tests, memcheck
 #   models35 OLD.py: the seed's Triton module against OLD.py (tools/ab_modules.py) and against the floor twice
 #          (tools/overhead.py, 15 rounds)
+#   models36: num_warps of row kernels (rows_device_time variants /2, x2, x4, x8): softmax at S = 1024, 1500,
+#          2048, and layer_norm, rmsnorm, gelu_gate, gated_mlp, residual_rmsnorm at 16384 rows
 #   final: after a Triton change: the Triton GPU tests (also cuda:1, models), the Triton hot-path layers,
 #          then rmsnorm and softmax benched
 set -u
@@ -300,6 +302,21 @@ elif [ "${1:-full}" = models35 ]; then
     step 100 "overhead_triton_$run" python3 tools/overhead.py --backends triton --rounds 15 --min-run-time 0.05 \
         --only "guard only,generated forward()" --out "$W/overhead_triton_$run.md"
   done
+elif [ "${1:-full}" = models36 ]; then
+  for s in 1024 1500 2048; do
+    step 100 "rows_softmax_$s" python3 tools/rows_device_time.py thunder_aot.examples.blocks:scaled_masked_softmax \
+        "1x8x[S=1..2048]x[S]:bf16, 1x1x[S]x[S]:fp32" "$s" --variants --out "$W/rows_softmax_$s.md"
+  done
+  step 100 rows_layer_norm python3 tools/rows_device_time.py thunder_aot.examples.blocks:layer_norm \
+      "[s0=1..16384]x1024:bf16" 16384 --variants --out "$W/rows_layer_norm.md"
+  step 100 rows_rmsnorm python3 tools/rows_device_time.py thunder_aot.examples.gpt_oss:rmsnorm \
+      "1x[s0=1..16384]x2880:bf16" 16384 --variants --out "$W/rows_rmsnorm.md"
+  step 100 rows_gelu_gate python3 tools/rows_device_time.py thunder_aot.examples.blocks:gelu_gate \
+      "[s0=1..16384]x2048:bf16" 16384 --variants --out "$W/rows_gelu_gate.md"
+  step 100 rows_gated_mlp python3 tools/rows_device_time.py thunder_aot.examples.blocks:gated_mlp \
+      "[s0=1..16384]x256:fp32" 16384 --variants --out "$W/rows_gated_mlp.md"
+  step 100 rows_residual_rmsnorm python3 tools/rows_device_time.py thunder_aot.examples.blocks:residual_rmsnorm \
+      "1x[S=1..16384]x2880:bf16, 1x[S]x2880:bf16" 16384 --variants --out "$W/rows_residual_rmsnorm.md"
 elif [ "${1:-full}" = final ]; then
   step 150 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_models.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads or second_gpu"
   step 70 overhead_triton python3 tools/overhead.py --backends triton --rounds 3 --out "$W/overhead_triton.md"

@@ -53,13 +53,13 @@ def variants(text: str) -> dict[str, str]:
     for name, body in (("N constexpr", fixed), ("broadcast rows adjacent", neighbours)):
         if body != text:
             out[name] = body
-    for factor in (2, 4):
+    for factor in (0.5, 2, 4, 8):
         for base, label in ((text, ""), (fixed, "N constexpr, "), (neighbours, "broadcast rows adjacent, ")):
-            if label and base == text:
+            if label and (base == text or factor in (0.5, 8)):
                 continue
-            more = re.sub(r"num_warps=(\d+)(?=[,)])", lambda m: f"num_warps={min(32, int(m[1]) * factor)}", base)
+            more = re.sub(r"num_warps=(\d+)(?=[,)])", lambda m: f"num_warps={max(1, min(32, int(int(m[1]) * factor)))}", base)
             if more != base:
-                out[f"{label}warps x{factor}"] = more
+                out[f"{label}warps {'/2' if factor == 0.5 else f'x{factor}'}"] = more
     return out
 
 
