@@ -82,9 +82,13 @@ def program0_fusion0_kernel(scores_ptr, mask__ptr, t18_out_ptr, _rows, N: tl.con
 program0_fusion0 = Kernel(program0_fusion0_kernel, block=1, num_warps=1)
 
 
-@triton.jit(do_not_specialize=["S", "_rows"])
-def program1_fusion0_kernel(scores_ptr, mask__ptr, t20_out_ptr, S, _rows, N, BLOCK: tl.constexpr):
+@triton.jit(do_not_specialize=["S", "_rows", "N_units"])
+def program1_fusion0_kernel(
+    scores_ptr, mask__ptr, t20_out_ptr, S, _rows, N_units, BLOCK: tl.constexpr, N_UNIT: tl.constexpr
+):
     # persistent: 2 rows of N <= 512 per program in BLOCK=512 lanes, 1 warp
+    # the row width, a multiple of N_UNIT (aligned rows, vector loads)
+    N = N_units * N_UNIT
     row = tl.program_id(0).to(tl.int64) * 2 + tl.arange(0, 2)[:, None]
     in_rows = row < _rows
     cols = tl.arange(0, BLOCK)[None, :]
@@ -106,7 +110,7 @@ def program1_fusion0_kernel(scores_ptr, mask__ptr, t20_out_ptr, S, _rows, N, BLO
     tl.store(t20_out_ptr + row * N + cols, t20, mask=mask)
 
 
-program1_fusion0 = Kernel(program1_fusion0_kernel, block=512, num_warps=1, width_classes=True)
+program1_fusion0 = Kernel(program1_fusion0_kernel, block=512, num_warps=1, width_units=True)
 
 
 def _sizes_of_1(S) -> tuple:
@@ -233,9 +237,9 @@ def forward(scores, mask_):
         _scores_ptr = scores.data_ptr()
         _mask__ptr = mask_.data_ptr()
         _misaligned = (_scores_ptr | _mask__ptr) & 15 != 0
-        _kernel = program1_fusion0.binaries.get(
-            (_device + _device + _misaligned) * 8 + (S % 16 != 0) + (S == 1) + 3 * (S > 2147483647)
-        )
+        # the largest power of two dividing the row width, at most 16
+        _unit = (S | 16) & -(S | 16)
+        _kernel = program1_fusion0.binaries.get((_device + _device + _misaligned) * 32 + _unit)
         # the C launch where the kernel is compiled for _device and this alignment; else Kernel.launch
         if _kernel is not None:
             _kernel[1](
@@ -249,8 +253,9 @@ def forward(scores, mask_):
                 t20.data_ptr(),
                 S,
                 _rows,
-                S,
+                S // _unit,
                 512,
+                _unit,
             )
         else:
             program1_fusion0.launch(

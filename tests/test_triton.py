@@ -15,6 +15,7 @@ import pytest
 from tests.examples import EXPORTS
 from tests.helpers import ROOT, interpreted_check, run_cli
 from tests.view_modules import KERNELS as VIEW_KERNELS
+from thunder_aot.verify import load_module_from_text
 from tests.view_modules import SOURCE_CALLS as VIEW_SOURCE_CALLS
 
 IDS = [e[0] for e in EXPORTS]
@@ -72,15 +73,21 @@ def test_kernel_structure(stem):
                         assert "mask=in_rows" in line, line
             assert f"(_rows + {rows - 1}) // {rows}" in text and "_rows = " in text  # the grid: programs of `rows` rows
         # run-time sizes are never specialised on: one compiled kernel serves every value (the
-        # launcher's cache is keyed by device and alignment only), except a run-time row width N,
-        # left to Triton's classes (1, a multiple of 16, other) and then keyed on its class too
+        # launcher's cache is keyed by device and alignment only). A run-time row width is passed
+        # as N_units with the constant N_UNIT (one compiled kernel per unit, the key adds it), and
+        # the kernel's first statement makes N of them
         sizes = [a.arg for a in k.args.args if a.annotation is None and not a.arg.endswith("_ptr")]
         calls = [d for d in k.decorator_list if isinstance(d, ast.Call)]
         unspecialised = ast.literal_eval(calls[0].keywords[0].value) if calls else []
-        assert [s for s in sizes if s != "N"] == unspecialised, (sizes, unspecialised)
+        assert sizes == unspecialised and "N" not in sizes, (sizes, unspecialised)
         holder = next(n.value for n in tree.body if isinstance(n, ast.Assign)
                       and ast.unparse(n.value).startswith(f"Kernel({k.name},"))
-        assert ("width_classes=True" in ast.unparse(holder)) == ("N" in sizes), ast.unparse(holder)
+        constants = [a.arg for a in k.args.args if a.annotation is not None]
+        if "N_units" in sizes:
+            assert "width_units=True" in ast.unparse(holder) and constants == ["BLOCK", "N_UNIT"], constants
+            assert ast.unparse(k.body[0]) == "N = N_units * N_UNIT", ast.unparse(k.body[0])
+        else:
+            assert "width_units" not in ast.unparse(holder) and constants == ["N", "BLOCK"], constants
         loops = [n for n in ast.walk(k) if isinstance(n, ast.For)]
         if stem in LOOPED:  # one pass per reduction, then one that stores
             reductions = body.count("tl.sum(") + body.count("nan_max(") + body.count("nan_min(")
@@ -118,13 +125,17 @@ def test_kernel_structure(stem):
         programs, args, raw, misaligned, n = [ast.unparse(a) for a in launch.args]
         assert misaligned == "_misaligned"
         # the statements before the branch, in the same block: this region's allocations, each
-        # input's pointer read once (``_<input>_ptr``), _misaligned (the inputs' pointers only), the
-        # compiled kernel
+        # input's pointer read once (``_<input>_ptr``), _misaligned (the inputs' pointers only), a
+        # run-time row width's unit (runtime.triton.width_unit, written out), the compiled kernel
         block_of = next(b for b in body for field in ("body", "orelse") if branch in getattr(b, field, []))
         stmts = block_of.body if branch in block_of.body else block_of.orelse
         at = stmts.index(branch)
-        misaligned_stmt, kernel_stmt = [ast.unparse(s) for s in stmts[at - 2 : at]]
-        pointers, before = [], at - 3
+        units = "width_units=True" in ast.unparse(holders[name])
+        kernel_stmt = ast.unparse(stmts[at - 1])
+        if units:
+            assert ast.unparse(stmts[at - 2]) == f"_unit = ({n} | 16) & -({n} | 16)", ast.unparse(stmts[at - 2])
+        misaligned_stmt = ast.unparse(stmts[at - 2 - units])
+        pointers, before = [], at - 3 - units
         while before >= 0 and re.fullmatch(r"_\w+_ptr = \w+\.data_ptr\(\)", ast.unparse(stmts[before])):
             pointers.insert(0, ast.unparse(stmts[before]))
             before -= 1
@@ -140,14 +151,13 @@ def test_kernel_structure(stem):
         raw_args = [a if a in sizes_of(text) else f"_{a}_ptr" if a in inputs else f"{a}.data_ptr()"
                     for a in map(ast.unparse, launch.args[1].elts)]
         assert raw == f"({', '.join(raw_args)}{',' if len(raw_args) == 1 else ''})", raw
+        tail = f"{n} // _unit, {blocks[name]}, _unit" if units else f"{n}, {blocks[name]}"
         assert ast.unparse(direct) == (
-            f"_kernel[1]({programs}, 1, 1, raw_stream(_device), *_kernel[2], {', '.join(raw_args)}, {n}, {blocks[name]})")
+            f"_kernel[1]({programs}, 1, 1, raw_stream(_device), *_kernel[2], {', '.join(raw_args)}, {tail})")
         # an input off a 16-byte boundary gets its own kernel: every input's pointer is tested, no output's
         tested = f"_misaligned = ({' | '.join(f'_{t}_ptr' for t in inputs)}) & 15 != 0"
         assert misaligned_stmt == ast.unparse(ast.parse(tested)), misaligned_stmt
-        key = "_device + _device + _misaligned"
-        if "width_classes=True" in ast.unparse(holders[name]):  # runtime.triton.width_class of N, written out
-            key = f"({key}) * 8 + ({n} % 16 != 0) + ({n} == 1) + 3 * ({n} > 2147483647)"
+        key = "(_device + _device + _misaligned) * 32 + _unit" if units else "_device + _device + _misaligned"
         assert kernel_stmt == f"_kernel = {name}.binaries.get({key})", kernel_stmt
     # _device: once per call, from the guard's entry on the fast path, from eager_device otherwise
     if kernels:
@@ -494,20 +504,37 @@ def test_tuples_made_from_the_dims_alone_are_bound_once_per_shape():
     assert only.values == (("t_shape", "(s0, 8)"),)  # s0 read nowhere else: not unpacked
 
 
-def test_width_classes_are_the_classes_triton_compiles_a_specialised_integer_for():
-    """A binary compiled for one class of a run-time row width N is launched only for widths of that
-    class: runtime.triton.width_class must split the integers exactly as Triton's specialisation
-    does (in this Triton: a constant 1, 32/64-bit, divisible by 16 or not)."""
-    from triton.backends.compiler import BaseBackend
-    from triton.runtime.jit import native_specialize_impl
+def test_width_unit_is_the_largest_power_of_two_up_to_16_dividing_the_width():
+    """runtime.triton.width_unit (written out in generated modules as ``(N | 16) & -(N | 16)``):
+    N_units * unit is N, and the unit is the largest power of two dividing N, at most 16."""
+    from thunder_aot.runtime.triton import width_unit
 
-    from thunder_aot.runtime.triton import width_class
+    for n in [*range(0, 300), 1000, 1500, 2000, 2001, 2047, 2048, 4096, 32000, 32001, 2**31 - 1, 2**31, 2**40 + 24]:
+        unit = width_unit(n)
+        assert unit in (1, 2, 4, 8, 16) and n % unit == 0 and (n // unit) * unit == n, (n, unit)
+        assert unit == 16 or n % (2 * unit) != 0, (n, unit)  # the largest such power of two
 
-    values = [0, 1, 2, 3, 15, 16, 17, 31, 32, 1000, 1024, 2000, 2001, 2047, 2048, 4096, 32000, 32001,
-              2**31 - 16, 2**31 - 1, 2**31, 2**31 + 1, 2**31 + 16, 2**40, 2**40 + 3]
-    seen: dict[int, set] = {}
-    for n in values:
-        seen.setdefault(width_class(n), set()).add(native_specialize_impl(BaseBackend, n, False, True, True))
-    # one Triton specialisation per class, and a different one for each class
-    assert all(len(specs) == 1 for specs in seen.values()), seen
-    assert len({next(iter(specs)) for specs in seen.values()}) == len(seen) == 5, seen
+
+def test_width_unit_reaches_the_compiler_as_vector_loads_and_stores():
+    """The generated softmax's row kernel, compiled for sm_90 on this CPU (Triton's bundled ptxas,
+    no GPU): a bf16 row of a unit of 1 loads and stores element by element, a unit of 8 or 16 in
+    16-byte vectors, so knowing N's divisibility is what vectorises a run-time row width."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource, compile as triton_compile
+
+    gen = load_module_from_text((ROOT / "generated" / "softmax_triton.py").read_text(), "softmax_units")
+    kernel = gen.program1_fusion0_kernel
+    assert gen.program1_fusion0.width_units
+    widths = {}
+    for unit in (1, 2, 4, 8, 16):
+        signature = {"scores_ptr": "*bf16", "mask__ptr": "*fp32", "t20_out_ptr": "*bf16", "S": "i32", "_rows": "i32",
+                     "N_units": "i32", "BLOCK": "constexpr", "N_UNIT": "constexpr"}
+        source = ASTSource(fn=kernel, signature=signature, constexprs={"BLOCK": 512, "N_UNIT": unit},
+                           attrs={(i,): [["tt.divisibility", 16]] for i in range(3)})
+        ptx = triton_compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 1}).asm["ptx"]
+        widths[unit] = (sorted(set(re.findall(r"ld\.global(?:\.\w+)*\.b16\b|ld\.global(?:\.v\d)?\.b32", ptx))),
+                        sorted(set(re.findall(r"st\.global(?:\.\w+)*\.b(?:16|32)\b", ptx))))
+    stores = {unit: w[1] for unit, w in widths.items()}
+    assert stores[1] == ["st.global.b16"], widths[1]  # one bf16 per store
+    assert stores[8] == stores[16] == ["st.global.v4.b32"], widths  # 8 bf16 per store
+    assert stores[2] == ["st.global.b32"] and stores[4] == ["st.global.v2.b32"], widths

@@ -82,6 +82,7 @@
 #          (tools/overhead.py, 15 rounds)
 #   models36: num_warps of row kernels (rows_device_time variants /2, x2, x4, x8): softmax at S = 1024, 1500,
 #          2048, and layer_norm, rmsnorm, gelu_gate, gated_mlp, residual_rmsnorm at 16384 rows
+#   models37: the width units: models34 at S = 1024, 1500, 2000, 2001, 2048
 #   final: after a Triton change: the Triton GPU tests (also cuda:1, models), the Triton hot-path layers,
 #          then rmsnorm and softmax benched
 set -u
@@ -102,10 +103,10 @@ gpt_oss_layer_bench() { step "$1" "$2" env PYTHONUNBUFFERED=1 python3 -m thunder
 # the layer's device time by kernel:  gpt_oss_profile LIMIT SIZES [tools/layer_profile.py options]
 gpt_oss_profile() { local limit=$1 sizes=$2; shift 2; step "$limit" gpt_oss_profile env PYTHONUNBUFFERED=1 python3 tools/layer_profile.py \
     "$GPT_OSS_LAYER" "$GPT_OSS_SHAPES" --sizes "$sizes" --top 40 "$@" --out "$W/gpt_oss_profile.md"; }
-# the width classes on the GPU: softmax at S = 2000, 2001, 2048 (rows_device_time, variants), the Triton GPU
-# tests, memcheck
+# a run-time row width on the GPU: softmax at S = $SOFTMAX_SIZES (default 2000 2001 2048; rows_device_time,
+# variants), the Triton GPU tests, memcheck
 width_class_checks() {
-  for s in 2000 2001 2048; do
+  for s in ${SOFTMAX_SIZES:-2000 2001 2048}; do
     step 100 "rows_softmax_$s" python3 tools/rows_device_time.py thunder_aot.examples.blocks:scaled_masked_softmax \
         "1x8x[S=1..2048]x[S]:bf16, 1x1x[S]x[S]:fp32" "$s" --variants --out "$W/rows_softmax_$s.md"
   done
@@ -302,6 +303,8 @@ elif [ "${1:-full}" = models35 ]; then
     step 100 "overhead_triton_$run" python3 tools/overhead.py --backends triton --rounds 15 --min-run-time 0.05 \
         --only "guard only,generated forward()" --out "$W/overhead_triton_$run.md"
   done
+elif [ "${1:-full}" = models37 ]; then
+  SOFTMAX_SIZES="1024 1500 2000 2001 2048" width_class_checks
 elif [ "${1:-full}" = models36 ]; then
   for s in 1024 1500 2048; do
     step 100 "rows_softmax_$s" python3 tools/rows_device_time.py thunder_aot.examples.blocks:scaled_masked_softmax \

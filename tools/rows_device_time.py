@@ -7,11 +7,10 @@ spent its step limit compiling torch.compile and checking every system on CPU-ma
 
 Both exports are checked against a float64 run of the source on the same inputs (random, on the
 GPU) before they are timed. ``--variants`` also times Triton kernel variants made by editing the
-export's text (for a kernel whose row width N is a run-time argument: the hint that N is a multiple
-of 16, which lets Triton vectorise the row loads, valid here only where the size is; N a
-compile-time constant; rows that read one row of an input broadcast over heads run as neighbours;
-twice and four times the warps, alone and with those): what a schedule change would buy, measured
-before it is made.
+export's text (for a kernel whose row width N is a run-time argument: N the constant SIZE, as a
+bucket of one width would compile it; rows that read one row of an input broadcast over heads run
+as neighbours; half, twice, four and eight times the warps, alone and with those): what a schedule
+change would buy, measured before it is made.
 """
 
 from __future__ import annotations
@@ -32,15 +31,12 @@ from thunder_aot.verify import load_module_from_text
 from thunder_aot.verify.judge import reference64
 
 
-def variants(text: str) -> dict[str, str]:
-    """Triton export text -> the variants' texts (only those that change it)."""
+def variants(text: str, size: int) -> dict[str, str]:
+    """Triton export text -> the variants' texts (only those that change it). ``size``: the row
+    width a run-time N takes in this measurement."""
     out = {}
-    hinted = re.sub(r"(def \w+_kernel\([^)]*\bN, BLOCK: tl.constexpr\):\n(    #[^\n]*\n)?)", r"\1    N = tl.multiple_of(N, 16)\n", text)
-    if hinted != text:
-        out["N multiple of 16"] = hinted
     # the row width a compile-time constant (as for a bucket of one width): what a run-time N costs
-    fixed = re.sub(r"\bN, BLOCK: tl.constexpr\)", "N: tl.constexpr, BLOCK: tl.constexpr)", text)
-    fixed = re.sub(r'(do_not_specialize=\[[^\]]*)"N"', r"\1", fixed).replace(", ]", "]").replace("[, ", "[")
+    fixed = text.replace("    N = N_units * N_UNIT\n", f"    N = {size}\n")
     # rows that read the same row of an input broadcast over H leading rows (an attention mask over
     # heads: ``row % S``) run as neighbours: program p takes row (p % H) * S + p // H
     grid = re.search(r"_kernel\[1\]\(\s*(\d+) \* S,\s*1,\s*1,", text)
@@ -90,7 +86,7 @@ def main() -> None:
         text = export(ExportRequest(args.source, (args.shapes,), backend=backend), verify=False)
         texts = {f"thunder-aot({backend})": text}
         if backend == "triton" and args.variants:
-            texts |= {f"thunder-aot(triton), {k}": v for k, v in variants(text).items()}
+            texts |= {f"thunder-aot(triton), {k}": v for k, v in variants(text, args.size).items()}
         for k, (name, body) in enumerate(texts.items()):
             aot = getattr(load_module_from_text(body, f"rows_{backend}_{k}"), type(module).__name__).from_module(module)
             got = aot(*inputs)

@@ -25,7 +25,8 @@ import torch
 #: and ``unmerged``; 4: runtime.triton.nan_max and nan_min, NaN-propagating reductions; 5: CHOICES,
 #: the picks of top-k kernels handed to a verification watching the call; 6: GuardTable, the guard
 #: that passed last tried first, the program's sizes held in the entry; 7: runtime.triton's
-#: Kernel(width_classes=True), binaries per class of a run-time row width)
+#: Kernel(width_units=True), a run-time row width passed as N_units and the constant N_UNIT, binaries
+#: per unit)
 RUNTIME_VERSION = 7
 
 __all__ = [

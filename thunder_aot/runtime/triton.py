@@ -37,7 +37,7 @@ __all__ = [
     "nan_max",
     "nan_min",
     "raw_stream",
-    "width_class",
+    "width_unit",
 ]
 
 import triton.language as tl  # noqa: E402
@@ -130,11 +130,14 @@ if raw_stream is None:
         return torch.cuda.current_stream(index).cuda_stream
 
 
-def width_class(n: int) -> int:
-    """The class Triton compiles a specialised integer argument for: 0 a multiple of 16 (and 0),
-    1 other, 2 the value 1 (a constant), each +3 where it needs 64 bits. A binary compiled for one
-    class is launched only for arguments of that class (generated modules write this test out)."""
-    return (n % 16 != 0) + (n == 1) + 3 * (n > 2147483647)
+def width_unit(n: int) -> int:
+    """The largest power of two, at most 16, that divides a row width ``n`` (16 for 0). A kernel
+    of ``Kernel(width_units=True)`` takes its run-time row width as ``N_units = n // unit`` and the
+    constant ``N_UNIT = unit``, and computes ``N = N_units * N_UNIT``: the compiler then knows N's
+    divisibility, so rows start aligned and load and store in vectors (bf16: 8 lanes at a unit of
+    8 or 16, 1 at an odd width). Branch-free (generated modules write it out, also for torch.compile's
+    symbolic sizes)."""
+    return (n | 16) & -(n | 16)
 
 
 def eager_device(t: torch.Tensor) -> int:
@@ -154,16 +157,25 @@ class Kernel:
     arguments). Triton specialises pointers on 16-byte alignment, so a binary compiled for
     aligned tensors never sees an unaligned one."""
 
-    __slots__ = ("fn", "block", "num_warps", "binaries", "width_classes")
+    __slots__ = ("fn", "block", "num_warps", "binaries", "width_units")
 
-    def __init__(self, fn, block: int, num_warps: int, width_classes: bool = False) -> None:
+    def __init__(self, fn, block: int, num_warps: int, width_units: bool = False) -> None:
         self.binaries: dict[int, tuple] = {}
         self.fn = fn
         self.block = block
         self.num_warps = num_warps
-        #: the row width N is a run-time argument Triton specialises (not in ``do_not_specialize``):
-        #: binaries are keyed ``(device index * 2 + misaligned) * 8 + width_class(N)``
-        self.width_classes = width_classes
+        #: the row width N is a run-time size passed as ``N_units`` and ``N_UNIT`` (:func:`width_unit`):
+        #: binaries are keyed ``(device index * 2 + misaligned) * 32 + width_unit(N)``
+        self.width_units = width_units
+
+    def widths(self, n: int, compiling: bool = False) -> dict:
+        """The kernel's row-width arguments for a row width ``n``: ``N``, or ``N_units`` and
+        ``N_UNIT`` (a unit of 1 under torch.compile's tracing: no divisibility claimed of a
+        symbolic size)."""
+        if not self.width_units:
+            return {"N": n}
+        unit = 1 if compiling else width_unit(n)
+        return {"N_units": n // unit, "N_UNIT": unit}
 
     def compile(self, key: int, args: tuple, n: int) -> tuple:
         """Compile for these arguments' device and alignment, once (thread-safe). The launch
@@ -172,7 +184,7 @@ class Kernel:
         with _COMPILE_LOCK:
             if key not in self.binaries:
                 with torch.cuda.device(args[0].device):
-                    binary = self.fn.warmup(*args, N=n, BLOCK=self.block, num_warps=self.num_warps, grid=(1,))
+                    binary = self.fn.warmup(*args, **self.widths(n), BLOCK=self.block, num_warps=self.num_warps, grid=(1,))
                     binary._init_handles()
                 run = binary.run
                 launch = getattr(run, "launch", None)
@@ -204,24 +216,28 @@ class Kernel:
         same with each tensor as its ``data_ptr()`` (the launcher then neither calls ``data_ptr()``
         nor asks the driver about the pointer: the module's checks already ensured CUDA tensors on
         one device)."""
-        if INTERPRET or _compiling():
+        compiling = _compiling()
+        if INTERPRET or compiling:
             # Triton's interpreter on CPU; under torch.compile, the launch that dynamo understands
             # (inductor then compiles the kernel into its own graph as a user-defined Triton kernel)
-            self.fn[(programs,)](*args, N=n, BLOCK=self.block, num_warps=self.num_warps)
+            self.fn[(programs,)](*args, **self.widths(n, compiling), BLOCK=self.block, num_warps=self.num_warps)
             return
         index = args[0].get_device()
         if not FAST_LAUNCH:
             # an untested torch or Triton: the public launch, always (``binaries`` stays empty, so
             # ``forward`` never takes the C launch either)
             with torch.cuda.device(index) if index != current_device() else contextlib.nullcontext():
-                self.fn[(programs,)](*args, N=n, BLOCK=self.block, num_warps=self.num_warps)
+                self.fn[(programs,)](*args, **self.widths(n), BLOCK=self.block, num_warps=self.num_warps)
             return
         key = index + index + misaligned
-        if self.width_classes:
-            key = key * 8 + width_class(n)
+        # the launcher's trailing arguments, in the kernel's order: (N, BLOCK) or (N_units, BLOCK, N_UNIT)
+        tail = (n, self.block)
+        if self.width_units:
+            unit = width_unit(n)
+            key, tail = key * 32 + unit, (n // unit, self.block, unit)
         entry = self.binaries.get(key)
         if entry is None:
             entry = self.compile(key, args, n)
         # the launch runs in the current device's context
         with torch.cuda.device(index) if index != current_device() else contextlib.nullcontext():
-            entry[1](programs, 1, 1, raw_stream(index), *entry[2], *raw, n, self.block)
+            entry[1](programs, 1, 1, raw_stream(index), *entry[2], *raw, *tail)

@@ -243,16 +243,19 @@ class TritonBackend(Backend):
             row_count = (Line(f"_rows = {programs}"),)
             size_params.append("_rows")
             programs = f"(_rows + {plan.rows - 1}) // {plan.rows}"
-        # a run-time row width is left to Triton's own specialisation (1, a multiple of 16, other:
-        # the known divisibility lets it vectorise the rows, 1.86x faster for a softmax over 2048
-        # keys); the compiled kernels are keyed on its class (runtime.triton.width_class)
-        runtime = list(size_params)
+        # a run-time row width N is passed as N_units = N / N_UNIT with the constant N_UNIT, its
+        # largest power-of-two divisor up to 16 (runtime.triton.width_unit): the kernel knows N's
+        # divisibility, so its rows load and store in vectors; one compiled kernel per unit
+        width_units = prog.n is None
+        runtime = [*size_params, *(["N_units"] if width_units else [])]
+        if width_units:
+            body = [Line("N = N_units * N_UNIT", "the row width, a multiple of N_UNIT (aligned rows, vector loads)"), *body]
         return TritonRegionView(
             name=region.name,
             decorator=f"@triton.jit(do_not_specialize={runtime!r})" if runtime else "@triton.jit",
             params=tuple(v.name for v in region.inputs),
             kernel_params=(*kernel_params, *size_params),
-            n_param="N: tl.constexpr" if prog.n is not None else "N",
+            n_param="N: tl.constexpr" if prog.n is not None else "N_units",
             body=tuple(body),
             schedule_note=plan.note(prog.n if prog.n is not None else f"N <= {prog.n_max}"),
             programs=programs,
@@ -262,7 +265,7 @@ class TritonBackend(Backend):
             n=n_expr,
             block=plan.block,
             num_warps=plan.num_warps,
-            width_classes=prog.n is None,
+            width_units=width_units,
         )
 
 

@@ -16,7 +16,7 @@ class TritonRegionView:
     decorator: str
     params: tuple[str, ...]
     kernel_params: tuple[str, ...]
-    n_param: str  # "N: tl.constexpr", or "N" for a row width known only at run time
+    n_param: str  # "N: tl.constexpr"; "N" or "N_units" (width_units) for a row width known only at run time
     body: tuple[Line, ...]  # the kernel's statements
     schedule_note: str
     programs: str  # the grid: how many programs one call launches
@@ -31,16 +31,17 @@ class TritonRegionView:
     #: outputs holding a selection's picks (a top-k's indices), handed to export's verification
     #: while it watches a call (``runtime.CHOICES``), as it sees torch.topk's
     recorded: tuple[str, ...] = ()
-    #: the run-time row width N is specialised by Triton in classes (runtime.triton.width_class),
-    #: one compiled kernel per class, device and alignment
-    width_classes: bool = False
+    #: the run-time row width N is passed as N_units and the constant N_UNIT, its largest
+    #: power-of-two divisor up to 16 (runtime.triton.width_unit): one compiled kernel per unit,
+    #: device and alignment
+    width_units: bool = False
 
     @property
     def definition_key(self) -> tuple:
         """What makes the compiled kernel: its text and its compile-time arguments. Regions with the
         same key share one kernel and one compile."""
         return (self.decorator, self.kernel_params, self.n_param, self.schedule_note, self.body, self.n, self.block,
-                self.num_warps, self.width_classes)
+                self.num_warps, self.width_units)
 
     def sharing(self, name: str) -> "TritonRegionView":
         return replace(self, name=name, template="")
@@ -68,17 +69,19 @@ class TritonRegionView:
         pointers = {t: f"_{t}_ptr" for t in tensors if t in self.params}
         raw = [pointers.get(t, f"{t}.data_ptr()") for t in tensors] + list(self.size_names)
         misaligned = "(" + " | ".join(pointers.values()) + ") & 15 != 0" if pointers else "False"
-        key = "_device + _device + _misaligned"
-        if self.width_classes:  # runtime.triton.width_class, written out
+        key, tail, unit = "_device + _device + _misaligned", f"{self.n}, {self.block}", ()
+        if self.width_units:  # runtime.triton.width_unit, written out
             n = self.n if self.n.isidentifier() else f"({self.n})"
-            key = f"({key}) * 8 + ({n} % 16 != 0) + ({n} == 1) + 3 * ({n} > 2147483647)"
-        direct = f"_kernel[1]({self.programs}, 1, 1, raw_stream(_device), *_kernel[2], {', '.join(raw)}, {self.n}, {self.block})"
+            unit = (Line(f"_unit = ({n} | 16) & -({n} | 16)", "the largest power of two dividing the row width, at most 16"),)
+            key, tail = f"({key}) * 32 + _unit", f"{n} // _unit, {self.block}, _unit"
+        direct = f"_kernel[1]({self.programs}, 1, 1, raw_stream(_device), *_kernel[2], {', '.join(raw)}, {tail})"
         general = f"{self.name}.launch({self.programs}, {tuple_text(list(self.launch_args))}, {tuple_text(raw)}, _misaligned, {self.n})"
         return (
             *self.row_count,
             *self.allocations,
             *(Line(f"{name} = {t}.data_ptr()") for t, name in pointers.items()),
             Line(f"_misaligned = {misaligned}"),
+            *unit,
             Line(f"_kernel = {self.name}.binaries.get({key})"),
             Line(
                 "\n".join(
