@@ -393,3 +393,32 @@ def test_nvfuser_kernels_are_reused_by_a_fresh_process_through_the_store(tmp_pat
             assert list(db.glob("*.cubin")) and (db / "db.csv").read_text().strip(), sorted(p.name for p in db.iterdir())
     assert current == published, "the second process compiled kernels the first had stored"
     print(f"nvFuser kernel store, first call of the seed's RMSNorm at 1x568x2880: {times}")
+
+
+def test_a_run_time_row_width_at_every_unit_eagerly_and_under_torch_compile():
+    """The softmax over S keys has a row kernel whose width S is a run-time size, passed as N_units
+    and the constant N_UNIT (runtime.triton.width_unit). Widths of every unit (1, 2, 4, 8, 16) in
+    one process, each launched directly and then again (the binaries are keyed by unit: a kernel
+    compiled for one unit never runs a width of another), then the same module under torch.compile
+    with dynamic shapes (a unit of 1 there), all against the source and float64."""
+    source = resolve_module("thunder_aot.examples.blocks:scaled_masked_softmax").eval().cuda()
+    gen = _load("softmax", "triton", "softmax_units")
+    aot = gen.ScaledMaskedSoftmax.from_module(source)
+    generator = torch.Generator(device="cuda").manual_seed(0)
+
+    def inputs(s):
+        scores = torch.randn(1, 8, s, s, device="cuda", generator=generator).to(torch.bfloat16)
+        mask = torch.randn(1, 1, s, s, device="cuda", generator=generator)
+        return [scores, mask]
+
+    widths = [496, 500, 502, 504, 505, 3, 8, 16, 6, 4]  # units 16, 4, 2, 8, 1, then small ones
+    with torch.no_grad():
+        for s in widths + widths:
+            x = inputs(s)
+            check_outputs(source, x, aot(*x), f"softmax (triton) at S={s}")
+        units = {key % 32 for key in gen.program1_fusion0.binaries}
+        assert units == {1, 2, 4, 8, 16}, sorted(gen.program1_fusion0.binaries)
+        compiled = torch.compile(aot, dynamic=True)
+        for s in (500, 505, 496):
+            x = inputs(s)
+            check_outputs(source, x, compiled(*x), f"softmax (triton) under torch.compile at S={s}")

@@ -83,6 +83,8 @@
 #   models36: num_warps of row kernels (rows_device_time variants /2, x2, x4, x8): softmax at S = 1024, 1500,
 #          2048, and layer_norm, rmsnorm, gelu_gate, gated_mlp, residual_rmsnorm at 16384 rows
 #   models37: the width units: models34 at S = 1024, 1500, 2000, 2001, 2048
+#   models38: the run-time row width at every unit, eagerly and under torch.compile; the swapped Llama under
+#          torch.compile and a plain model in a CUDA graph (Triton)
 #   final: after a Triton change: the Triton GPU tests (also cuda:1, models), the Triton hot-path layers,
 #          then rmsnorm and softmax benched
 set -u
@@ -303,6 +305,10 @@ elif [ "${1:-full}" = models35 ]; then
     step 100 "overhead_triton_$run" python3 tools/overhead.py --backends triton --rounds 15 --min-run-time 0.05 \
         --only "guard only,generated forward()" --out "$W/overhead_triton_$run.md"
   done
+elif [ "${1:-full}" = models38 ]; then
+  step 200 gpu_units python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -rs -k "every_unit or c_launcher"
+  step 300 gpu_models python3 -m pytest -m gpu tests/test_gpu_models.py -q -p no:cacheprovider -rs \
+      -k "triton and (torch_compile or plain_model)"
 elif [ "${1:-full}" = models37 ]; then
   SOFTMAX_SIZES="1024 1500 2000 2001 2048" width_class_checks
 elif [ "${1:-full}" = models36 ]; then
