@@ -395,14 +395,16 @@ def test_nvfuser_kernels_are_reused_by_a_fresh_process_through_the_store(tmp_pat
     print(f"nvFuser kernel store, first call of the seed's RMSNorm at 1x568x2880: {times}")
 
 
-def test_a_run_time_row_width_at_every_unit_eagerly_and_under_torch_compile():
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_a_run_time_row_width_at_every_unit_eagerly_and_under_torch_compile(dynamic):
     """The softmax over S keys has a row kernel whose width S is a run-time size, passed as N_units
     and the constant N_UNIT (runtime.triton.width_unit). Widths of every unit (1, 2, 4, 8, 16) in
     one process, each launched directly and then again (the binaries are keyed by unit: a kernel
     compiled for one unit never runs a width of another), then the same module under torch.compile
-    with dynamic shapes (a unit of 1 there), all against the source and float64."""
+    (automatic dynamic shapes, and dynamic=True; a unit of 1 there), all against the source and
+    float64."""
     source = resolve_module("thunder_aot.examples.blocks:scaled_masked_softmax").eval().cuda()
-    gen = _load("softmax", "triton", "softmax_units")
+    gen = _load("softmax", "triton", f"softmax_units_{dynamic}")
     aot = gen.ScaledMaskedSoftmax.from_module(source)
     generator = torch.Generator(device="cuda").manual_seed(0)
 
@@ -418,7 +420,8 @@ def test_a_run_time_row_width_at_every_unit_eagerly_and_under_torch_compile():
             check_outputs(source, x, aot(*x), f"softmax (triton) at S={s}")
         units = {key % 32 for key in gen.program1_fusion0.binaries}
         assert units == {1, 2, 4, 8, 16}, sorted(gen.program1_fusion0.binaries)
-        compiled = torch.compile(aot, dynamic=True)
+        torch._dynamo.reset()
+        compiled = torch.compile(aot, dynamic=dynamic)
         for s in (500, 505, 496):
             x = inputs(s)
             check_outputs(source, x, compiled(*x), f"softmax (triton) under torch.compile at S={s}")

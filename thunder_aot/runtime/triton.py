@@ -150,6 +150,12 @@ def eager_device(t: torch.Tensor) -> int:
     return index if index == current_device() else -1
 
 
+@getattr(torch.compiler, "assume_constant_result", lambda f: f)
+def _compile_time_constants(kernel: "Kernel") -> tuple[int, int]:
+    """A kernel's BLOCK and num_warps, which torch.compile's tracing takes as constants."""
+    return kernel.block, kernel.num_warps
+
+
 class Kernel:
     """A ``@triton.jit`` kernel, its compile-time constants (``BLOCK``, ``num_warps``), and its
     compiled binaries (a plain dict, for the hot path's lookup) by ``device index * 2 + inputs
@@ -219,8 +225,15 @@ class Kernel:
         compiling = _compiling()
         if INTERPRET or compiling:
             # Triton's interpreter on CPU; under torch.compile, the launch that dynamo understands
-            # (inductor then compiles the kernel into its own graph as a user-defined Triton kernel)
-            self.fn[(programs,)](*args, **self.widths(n, compiling), BLOCK=self.block, num_warps=self.num_warps)
+            # (inductor then compiles the kernel into its own graph as a user-defined Triton kernel;
+            # BLOCK and num_warps read as constants: torch.compile(dynamic=True) would make an int
+            # attribute a symbolic size)
+            block, num_warps = _compile_time_constants(self)
+            if self.width_units:
+                unit = 1 if compiling else width_unit(n)
+                self.fn[(programs,)](*args, N_units=n // unit, N_UNIT=unit, BLOCK=block, num_warps=num_warps)
+            else:
+                self.fn[(programs,)](*args, N=n, BLOCK=block, num_warps=num_warps)
             return
         index = args[0].get_device()
         if not FAST_LAUNCH:
