@@ -150,10 +150,8 @@ def eager_device(t: torch.Tensor) -> int:
     return index if index == current_device() else -1
 
 
-@getattr(torch.compiler, "assume_constant_result", lambda f: f)
-def _compile_time_constants(kernel: "Kernel") -> tuple[int, int]:
-    """A kernel's BLOCK and num_warps, which torch.compile's tracing takes as constants."""
-    return kernel.block, kernel.num_warps
+#: a function torch.compile's tracing calls once and takes the result of as a constant
+_assume_constant = getattr(torch.compiler, "assume_constant_result", lambda f: f)
 
 
 class Kernel:
@@ -163,7 +161,7 @@ class Kernel:
     arguments). Triton specialises pointers on 16-byte alignment, so a binary compiled for
     aligned tensors never sees an unaligned one."""
 
-    __slots__ = ("fn", "block", "num_warps", "binaries", "width_units")
+    __slots__ = ("fn", "block", "num_warps", "binaries", "width_units", "constants")
 
     def __init__(self, fn, block: int, num_warps: int, width_units: bool = False) -> None:
         self.binaries: dict[int, tuple] = {}
@@ -173,6 +171,9 @@ class Kernel:
         #: the row width N is a run-time size passed as ``N_units`` and ``N_UNIT`` (:func:`width_unit`):
         #: binaries are keyed ``(device index * 2 + misaligned) * 32 + width_unit(N)``
         self.width_units = width_units
+        #: () -> (BLOCK, num_warps), read as constants under torch.compile (dynamic=True would make
+        #: an int attribute a symbolic size, which a Triton launch's num_warps cannot be)
+        self.constants = _assume_constant(lambda: (block, num_warps))
 
     def widths(self, n: int, compiling: bool = False) -> dict:
         """The kernel's row-width arguments for a row width ``n``: ``N``, or ``N_units`` and
@@ -225,10 +226,8 @@ class Kernel:
         compiling = _compiling()
         if INTERPRET or compiling:
             # Triton's interpreter on CPU; under torch.compile, the launch that dynamo understands
-            # (inductor then compiles the kernel into its own graph as a user-defined Triton kernel;
-            # BLOCK and num_warps read as constants: torch.compile(dynamic=True) would make an int
-            # attribute a symbolic size)
-            block, num_warps = _compile_time_constants(self)
+            # (inductor then compiles the kernel into its own graph as a user-defined Triton kernel)
+            block, num_warps = self.constants()
             if self.width_units:
                 unit = 1 if compiling else width_unit(n)
                 self.fn[(programs,)](*args, N_units=n // unit, N_UNIT=unit, BLOCK=block, num_warps=num_warps)
