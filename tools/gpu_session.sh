@@ -85,6 +85,10 @@
 #   models37: the width units: models34 at S = 1024, 1500, 2000, 2001, 2048
 #   models38: the run-time row width at every unit, eagerly and under torch.compile; the swapped Llama under
 #          torch.compile and a plain model in a CUDA graph (Triton)
+#   models39: the run-time row width at every unit (eagerly, torch.compile automatic dynamic and dynamic=True), then
+#          the Llama-3.2-1B- and Qwen3-shaped decoder layers (sdpa) at S = 1, 16, 128, 1024 (Triton, nvFuser, torch.compile)
+#   models40: the GPT-OSS-shaped layer at S = 1, 16, 128, 1024, then the seed's Triton module against the floor
+#          (tools/overhead.py, 15 rounds), then the Triton GPU tests
 #   final: after a Triton change: the Triton GPU tests (also cuda:1, models), the Triton hot-path layers,
 #          then rmsnorm and softmax benched
 set -u
@@ -309,6 +313,19 @@ elif [ "${1:-full}" = models38 ]; then
   step 200 gpu_units python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -rs -k "every_unit or c_launcher"
   step 300 gpu_models python3 -m pytest -m gpu tests/test_gpu_models.py -q -p no:cacheprovider -rs \
       -k "triton and (torch_compile or plain_model)"
+elif [ "${1:-full}" = models39 ]; then
+  step 120 gpu_units python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -rs -k "every_unit"
+  for layer in llama_1b_decoder_layer:64 qwen3_2b_decoder_layer:128; do
+    name=${layer%%:*} rope=${layer##*:}
+    step 230 "$name" env PYTHONUNBUFFERED=1 python3 -m thunder_aot bench "thunder_aot.examples.hf:$name" \
+        --shapes "1x[S=1..1024]x2048:bf16, 1x[S]x$rope:bf16, 1x[S]x$rope:bf16" --backends triton,nvfuser \
+        --sizes 1,16,128,1024 --rounds 3 --min-run-time 0.05 --skip thunder.jit,thunderfx --out "$W/$name"
+  done
+elif [ "${1:-full}" = models40 ]; then
+  gpt_oss_layer_bench 300 gpt_oss_layer 1,16,128,1024
+  step 100 overhead_triton python3 tools/overhead.py --backends triton --rounds 15 --min-run-time 0.05 \
+      --only "guard only,generated forward()" --out "$W/overhead_triton.md"
+  step 180 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads"
 elif [ "${1:-full}" = models37 ]; then
   SOFTMAX_SIZES="1024 1500 2000 2001 2048" width_class_checks
 elif [ "${1:-full}" = models36 ]; then
