@@ -538,3 +538,30 @@ def test_width_unit_reaches_the_compiler_as_vector_loads_and_stores():
     assert stores[1] == ["st.global.b16"], widths[1]  # one bf16 per store
     assert stores[8] == stores[16] == ["st.global.v4.b32"], widths  # 8 bf16 per store
     assert stores[2] == ["st.global.b32"] and stores[4] == ["st.global.v2.b32"], widths
+
+@pytest.mark.parametrize("stem", sorted(p.stem for p in (ROOT / "generated").glob("*_triton.py")))
+def test_torch_compile_can_copy_each_kernel_with_the_helpers_it_calls(stem):
+    """Under torch.compile, inductor rebuilds each user kernel it captures from source: the kernel's
+    text plus the text of every @triton.jit global it calls, by the name the kernel calls it
+    (torch._inductor.codegen.wrapper.user_defined_triton_kernel_transitive_closure_source_code).
+    That file, imported alone, must define every global name its functions read; a helper bound to
+    another name (``nan_max = _nan_max_compiled``) was undefined there (s22_models39)."""
+    import dis
+    import builtins
+
+    from triton import JITFunction
+    from torch._inductor.codegen.wrapper import user_defined_triton_kernel_transitive_closure_source_code
+
+    gen = load_module_from_text((ROOT / "generated" / f"{stem}.py").read_text(), f"closure_{stem}")
+    kernels = [v for k, v in vars(gen).items() if isinstance(v, JITFunction) and k.endswith("_kernel")]
+    assert kernels, stem
+    for kernel in kernels:
+        text = "import triton\nimport triton.language as tl\n\n" + user_defined_triton_kernel_transitive_closure_source_code(kernel)
+        copied = load_module_from_text(text, f"closure_{stem}_{kernel.__name__}")
+        # the kernel itself is copied undecorated (inductor decorates it), its helpers as @triton.jit
+        functions = [copied.__dict__[kernel.__name__]]
+        functions += [v.fn for v in vars(copied).values() if isinstance(v, JITFunction)]
+        for function in functions:
+            reads = {i.argval for i in dis.Bytecode(function) if i.opname == "LOAD_GLOBAL"}
+            missing = {n for n in reads if n not in vars(copied) and not hasattr(builtins, n)}
+            assert not missing, f"{stem}: {function.__name__} reads {sorted(missing)}, undefined in inductor's copy"

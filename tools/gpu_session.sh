@@ -87,8 +87,10 @@
 #          torch.compile and a plain model in a CUDA graph (Triton)
 #   models39: the run-time row width at every unit (eagerly, torch.compile automatic dynamic and dynamic=True), then
 #          the Llama-3.2-1B- and Qwen3-shaped decoder layers (sdpa) at S = 1, 16, 128, 1024 (Triton, nvFuser, torch.compile)
-#   models40: the GPT-OSS-shaped layer at S = 1, 16, 128, 1024, then the seed's Triton module against the floor
-#          (tools/overhead.py, 15 rounds), then the Triton GPU tests
+#   models40: after the kernels' helpers are defined under the names they are called by: models39's first step, the
+#          graphs and breaks of softmax, rmsnorm and rotary under torch.compile (tools/compile_breaks.py), the seed's
+#          Triton module against the floor (tools/overhead.py, 15 rounds), then the Triton GPU tests
+#   models41: the GPT-OSS-shaped layer at S = 1, 16, 128, 1024 (Triton, nvFuser, torch.compile)
 #   final: after a Triton change: the Triton GPU tests (also cuda:1, models), the Triton hot-path layers,
 #          then rmsnorm and softmax benched
 set -u
@@ -322,10 +324,13 @@ elif [ "${1:-full}" = models39 ]; then
         --sizes 1,16,128,1024 --rounds 3 --min-run-time 0.05 --skip thunder.jit,thunderfx --out "$W/$name"
   done
 elif [ "${1:-full}" = models40 ]; then
-  gpt_oss_layer_bench 300 gpt_oss_layer 1,16,128,1024
+  step 120 gpu_units python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -rs -k "every_unit"
+  step 150 compile_breaks env PYTHONUNBUFFERED=1 python3 tools/compile_breaks.py softmax rmsnorm rotary
   step 100 overhead_triton python3 tools/overhead.py --backends triton --rounds 15 --min-run-time 0.05 \
       --only "guard only,generated forward()" --out "$W/overhead_triton.md"
   step 180 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads"
+elif [ "${1:-full}" = models41 ]; then
+  gpt_oss_layer_bench 330 gpt_oss_layer 1,16,128,1024
 elif [ "${1:-full}" = models37 ]; then
   SOFTMAX_SIZES="1024 1500 2000 2001 2048" width_class_checks
 elif [ "${1:-full}" = models36 ]; then

@@ -48,21 +48,6 @@ INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 @triton.jit
-def _nan_max_flagged(x, axis: tl.constexpr, keep_dims: tl.constexpr = False):
-    """torch.amax for Triton's interpreter: ``tl.max`` skips NaNs, so a second, integer reduction
-    finds them (a ``tl.reduce`` with its own combine runs ten times slower there)."""
-    found = tl.max((x != x).to(tl.int32), axis, keep_dims=keep_dims)
-    return tl.where(found > 0, float("nan"), tl.max(x, axis, keep_dims=keep_dims))
-
-
-@triton.jit
-def _nan_min_flagged(x, axis: tl.constexpr, keep_dims: tl.constexpr = False):
-    """torch.amin for Triton's interpreter (as :func:`_nan_max_flagged`)."""
-    found = tl.max((x != x).to(tl.int32), axis, keep_dims=keep_dims)
-    return tl.where(found > 0, float("nan"), tl.min(x, axis, keep_dims=keep_dims))
-
-
-@triton.jit
 def _maximum_nan(a, b):
     return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
 
@@ -83,21 +68,36 @@ def _wide(x):
     return x
 
 
-@triton.jit
-def _nan_max_compiled(x, axis: tl.constexpr, keep_dims: tl.constexpr = False):
-    """torch.amax in a compiled kernel: one reduction whose combine keeps NaNs (max.NaN on the GPU)."""
-    return tl.reduce(_wide(x), axis, _maximum_nan, keep_dims=keep_dims)
+# torch.amax / amin in a kernel: a NaN anywhere in the reduced lanes is the result. Each is defined
+# under the name kernels call it by: torch.compile (inductor) copies a user kernel's helpers by
+# their source, so a helper bound to another name (nan_max = _nan_max_compiled) is undefined there.
+if INTERPRET:
 
+    @triton.jit
+    def nan_max(x, axis: tl.constexpr, keep_dims: tl.constexpr = False):
+        """torch.amax for Triton's interpreter: ``tl.max`` skips NaNs, so a second, integer
+        reduction finds them (a ``tl.reduce`` with its own combine runs ten times slower there)."""
+        found = tl.max((x != x).to(tl.int32), axis, keep_dims=keep_dims)
+        return tl.where(found > 0, float("nan"), tl.max(x, axis, keep_dims=keep_dims))
 
-@triton.jit
-def _nan_min_compiled(x, axis: tl.constexpr, keep_dims: tl.constexpr = False):
-    """torch.amin in a compiled kernel (as :func:`_nan_max_compiled`)."""
-    return tl.reduce(_wide(x), axis, _minimum_nan, keep_dims=keep_dims)
+    @triton.jit
+    def nan_min(x, axis: tl.constexpr, keep_dims: tl.constexpr = False):
+        """torch.amin for Triton's interpreter (as nan_max)."""
+        found = tl.max((x != x).to(tl.int32), axis, keep_dims=keep_dims)
+        return tl.where(found > 0, float("nan"), tl.min(x, axis, keep_dims=keep_dims))
 
+else:
 
-#: torch.amax / amin in a kernel: a NaN anywhere in the reduced lanes is the result
-nan_max = _nan_max_flagged if INTERPRET else _nan_max_compiled
-nan_min = _nan_min_flagged if INTERPRET else _nan_min_compiled
+    @triton.jit
+    def nan_max(x, axis: tl.constexpr, keep_dims: tl.constexpr = False):
+        """torch.amax in a compiled kernel: one reduction whose combine keeps NaNs (max.NaN on the GPU)."""
+        return tl.reduce(_wide(x), axis, _maximum_nan, keep_dims=keep_dims)
+
+    @triton.jit
+    def nan_min(x, axis: tl.constexpr, keep_dims: tl.constexpr = False):
+        """torch.amin in a compiled kernel (as nan_max)."""
+        return tl.reduce(_wide(x), axis, _minimum_nan, keep_dims=keep_dims)
+
 
 _compiling = torch.compiler.is_compiling
 _COMPILE_LOCK = threading.Lock()
