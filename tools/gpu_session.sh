@@ -92,6 +92,7 @@
 #          Triton module against the floor (tools/overhead.py, 15 rounds), then the Triton GPU tests
 #   models42: the index-kernel GPU test of expert_routing alone (it failed in models40), then the Triton GPU tests
 #          models40 did not reach in its time
+#   models43: models42's first step alone
 #   models41: the GPT-OSS-shaped layer at S = 1, 16, 128, 1024 (Triton, nvFuser, torch.compile)
 #   final: after a Triton change: the Triton GPU tests (also cuda:1, models), the Triton hot-path layers,
 #          then rmsnorm and softmax benched
@@ -336,6 +337,9 @@ elif [ "${1:-full}" = models42 ]; then
       -k "views_on_the_gpu and expert_routing"
   step 150 gpu_tests_rest python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -rs \
       -k "eager_attention_tail or copy_into_norm or sdpa_tail or rotary_scores or router or second_gpu or threads or unaligned or adversarial or memcheck or launch"
+elif [ "${1:-full}" = models43 ]; then
+  step 90 expert_routing python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -rs --tb=long -x \
+      -k "views_on_the_gpu and expert_routing"
 elif [ "${1:-full}" = models41 ]; then
   gpt_oss_layer_bench 330 gpt_oss_layer 1,16,128,1024
 elif [ "${1:-full}" = models37 ]; then
