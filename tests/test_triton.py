@@ -539,6 +539,7 @@ def test_width_unit_reaches_the_compiler_as_vector_loads_and_stores():
     assert stores[8] == stores[16] == ["st.global.v4.b32"], widths  # 8 bf16 per store
     assert stores[2] == ["st.global.b32"] and stores[4] == ["st.global.v2.b32"], widths
 
+
 @pytest.mark.parametrize("stem", sorted(p.stem for p in (ROOT / "generated").glob("*_triton.py")))
 def test_torch_compile_can_copy_each_kernel_with_the_helpers_it_calls(stem):
     """Under torch.compile, inductor rebuilds each user kernel it captures from source: the kernel's
