@@ -1,7 +1,9 @@
 """Contributor tooling: how torch.compile traces generated Triton modules (GPU). For each named
-module of generated/ and each dynamic setting, compile the module, call it at two sizes of its
-first bucket's dynamic range, and print dynamo's graph count, graph breaks and their reasons
-(``torch._dynamo.explain``), and whether the outputs match the eager module's.
+module of generated/ and each dynamic setting, compile the module with ``fullgraph=True`` under
+that setting, call it at two sizes of its first bucket's dynamic range, and print whether it traced
+as one graph (else the break's first line), whether the outputs match the eager module's, and
+``torch._dynamo.explain``'s graph count and break reasons (explain always traces with automatic
+dynamic shapes, whatever the setting: its counts are not those of ``dynamic=True``).
 
     . .gpu/env.sh && python3 tools/compile_breaks.py softmax rmsnorm [--dynamic none,true]
 """
@@ -49,13 +51,18 @@ def main() -> None:
                 for size in [int(s) for s in args.sizes.split(",")]:
                     x = inputs_at(shapes, size, generator)
                     explained = torch._dynamo.explain(aot)(*x)
-                    got = torch.compile(aot, dynamic=flag)(*x)
+                    try:  # a graph break under this setting raises here
+                        got, whole = torch.compile(aot, dynamic=flag, fullgraph=True)(*x), "yes"
+                    except Exception as e:  # noqa: BLE001 (reported, then run with the break)
+                        whole = f"no: {type(e).__name__}: {str(e).splitlines()[0][:160]}"
+                        got = torch.compile(aot, dynamic=flag)(*x)
                     want = module(*x)
                     same = all(torch.allclose(g.float(), w.float(), rtol=2e-2, atol=2e-2, equal_nan=True)
                                for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)))
                     reasons = sorted({str(b.reason).splitlines()[0][:160] for b in explained.break_reasons})
-                    print(f"{stem} dynamic={dynamic} size={size}: graphs={explained.graph_count} "
-                          f"breaks={explained.graph_break_count} matches_eager={same} reasons={reasons}", flush=True)
+                    print(f"{stem} dynamic={dynamic} size={size}: one_graph={whole} matches_eager={same} "
+                          f"explain(automatic dynamic): graphs={explained.graph_count} "
+                          f"breaks={explained.graph_break_count} reasons={reasons}", flush=True)
 
 
 if __name__ == "__main__":
