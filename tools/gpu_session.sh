@@ -93,6 +93,8 @@
 #   models42: the index-kernel GPU test of expert_routing alone (it failed in models40), then the Triton GPU tests
 #          models40 did not reach in its time
 #   models43: models42's first step alone
+#   models44: models42, then tools/compile_breaks.py (fullgraph under each dynamic setting) and the seed
+#          RMSNorm's Triton module against the floor (tools/overhead.py)
 #   models41: the GPT-OSS-shaped layer at S = 1, 16, 128, 1024 (Triton, nvFuser, torch.compile)
 #   final: after a Triton change: the Triton GPU tests (also cuda:1, models), the Triton hot-path layers,
 #          then rmsnorm and softmax benched
@@ -337,10 +339,15 @@ elif [ "${1:-full}" = models40 ]; then
   step 100 overhead_triton python3 tools/overhead.py --backends triton --rounds 15 --min-run-time 0.05 \
       --only "guard only,generated forward()" --out "$W/overhead_triton.md"
   step 180 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads"
-elif [ "${1:-full}" = models42 ]; then
+elif [ "${1:-full}" = models42 ] || [ "${1:-full}" = models44 ]; then
   expert_routing_test
   step 150 gpu_tests_rest python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -rs \
       -k "eager_attention_tail or copy_into_norm or sdpa_tail or rotary_scores or router or second_gpu or threads or unaligned or adversarial or memcheck or launch"
+  if [ "$1" = models44 ]; then
+    step 150 compile_breaks env PYTHONUNBUFFERED=1 python3 tools/compile_breaks.py softmax rmsnorm rotary
+    step 160 overhead_triton python3 tools/overhead.py --backends triton --rounds 15 --min-run-time 0.05 \
+        --only "guard only,generated forward()" --out "$W/overhead_triton.md"
+  fi
 elif [ "${1:-full}" = models43 ]; then
   expert_routing_test
 elif [ "${1:-full}" = models41 ]; then
