@@ -5,7 +5,8 @@ Triton modules of the seed's RMSNorm.
 
 Layers, innermost first (Triton: also the bare run plus the output's allocation, and the C launch
 function with int pointers that the module calls, alone, and the floor: a hand-written call that
-checks through the guard, allocates and launches, with nothing else): the bare call (nvFuser: ``fd.fec.execute``, the executor cache that
+checks through the guard, allocates and launches, with nothing else; and that floor as an
+nn.Module that also makes the tests any drop-in module must: hooks, grad mode, current device): the bare call (nvFuser: ``fd.fec.execute``, the executor cache that
 ``fd.execute`` wraps; Triton: ``CompiledKernel.run`` into a preallocated output), ``fd.execute``
 (nvFuser), the generated ``forward()`` function, the generated ``nn.Module`` call, the same module
 exported with ``--unchecked`` (no per-call checks; the bucket dispatch stays), and the checks
@@ -31,6 +32,7 @@ from thunder_aot.verify import load_module_from_text
 
 SOURCE = "thunder_aot.examples.gpt_oss:rmsnorm"
 FLOOR = "floor: guard + _empty_strided_cuda + C launch"
+MODULE_FLOOR = "floor as an nn.Module: + hook, grad-mode and device tests"
 
 
 def cases_for(backend: str, gen, aot, unchecked, x, w) -> dict:
@@ -59,6 +61,26 @@ def cases_for(backend: str, gen, aot, unchecked, x, w) -> dict:
                 return y
 
         cases[FLOOR] = floor
+
+        # the same floor as an nn.Module, with the tests any drop-in module owes its caller: nn.Module's
+        # hook registries (as nn.Module.__call__ tests them), grad mode (the weight requires grad),
+        # the current device (a kernel launches in its own device's context)
+        class ModuleFloor(torch.nn.Module):
+            def __call__(self, x):
+                state = self.__dict__
+                if (state["_forward_pre_hooks"] or state["_forward_hooks"] or state["_backward_pre_hooks"]
+                        or state["_backward_hooks"] or "_compiled_call_impl" in state or "forward" in state
+                        or hooks[0] or hooks[1] or hooks[2] or hooks[3]):
+                    return torch.nn.Module.__call__(self, x)
+                if guard(x, w) and not is_grad_enabled() and device == current_device():
+                    y = empty_strided_cuda(size, stride, x.dtype)
+                    launch(rows, 1, 1, raw_stream(device), *head, x.data_ptr(), w.data_ptr(), y.data_ptr(), 2880, 4096)
+                    return y
+
+        hooks = [getattr(torch.nn.modules.module, f"_global_{k}_hooks") for k in ("forward_pre", "forward", "backward_pre", "backward")]
+        is_grad_enabled, current_device = torch.is_grad_enabled, torch._C._cuda_getDevice
+        module_floor = ModuleFloor()
+        cases[MODULE_FLOOR] = lambda: module_floor(x)
     s = x.shape[1]
     cases["checks only"] = lambda: (
         isinstance(x, torch.Tensor) and x.is_cuda and x.is_contiguous()
@@ -106,7 +128,7 @@ def main() -> None:
             cases = cases_for(backend, gen, aot, unchecked, x, w)
             if args.only:
                 wanted = set(args.only.split(",")) | {"bare", "generated module()", "unchecked module()"}
-                wanted |= {FLOOR} if backend == "triton" else {"fd.execute"}
+                wanted |= {FLOOR, MODULE_FLOOR} if backend == "triton" else {"fd.execute"}
                 cases = {k: v for k, v in cases.items() if k in wanted}
             names = list(cases)
             samples = interleaved_times(cases, args.rounds, args.min_run_time)
@@ -116,6 +138,8 @@ def main() -> None:
                 ratios.append(row[FLOOR] / row["bare"])
                 # the module against the floor, per round (both timed in it: drift hits them alike)
                 ratios.append(statistics.median(m / f for m, f in zip(samples["generated module()"], samples[FLOOR])))
+                ratios.append(statistics.median(m / f for m, f in zip(samples[MODULE_FLOOR], samples[FLOOR])))
+                ratios.append(statistics.median(m / f for m, f in zip(samples["generated module()"], samples[MODULE_FLOOR])))
             if "fd.execute" in row:
                 ratios += [row["generated module()"] / row["fd.execute"], row["unchecked module()"] / row["fd.execute"]]
             line = f"| {s} | " + " | ".join(f"{v:.2f}" for v in row.values()) + " | " + " | ".join(f"{r:.2f}" for r in ratios) + " |"
@@ -123,7 +147,8 @@ def main() -> None:
             print(f"{backend} {line}", flush=True)
         ratio_names = ["module / bare", "unchecked / bare"]
         ratio_names += (["module / fd.execute", "unchecked / fd.execute"] if backend == "nvfuser"
-                        else ["floor / bare", "module / floor (median of rounds)"])
+                        else ["floor / bare", "module / floor (median of rounds)", "module floor / floor (median of rounds)",
+                              "module / module floor (median of rounds)"])
         header = f"### {backend}\n\n| S | " + " | ".join(names + ratio_names) + " |\n" + "|---" * (len(names) + len(ratio_names) + 1) + "|"
         tables.append(header + "\n" + "\n".join(lines) + "\n")
     text = "\n".join(tables)
