@@ -65,20 +65,24 @@ def cases_for(backend: str, gen, aot, unchecked, x, w) -> dict:
         # the same floor as an nn.Module, with the tests any drop-in module owes its caller: nn.Module's
         # hook registries (as nn.Module.__call__ tests them), grad mode (the weight requires grad),
         # the current device (a kernel launches in its own device's context)
+        # (the generated modules' own hook registries, grad-mode and device functions: thunder_aot.runtime)
+        from thunder_aot.runtime import (GLOBAL_BACKWARD_HOOKS, GLOBAL_BACKWARD_PRE_HOOKS, GLOBAL_FORWARD_HOOKS,
+                                         GLOBAL_FORWARD_PRE_HOOKS, is_grad_enabled)
+        from thunder_aot.runtime.triton import current_device
+
         class ModuleFloor(torch.nn.Module):
             def __call__(self, x):
                 state = self.__dict__
                 if (state["_forward_pre_hooks"] or state["_forward_hooks"] or state["_backward_pre_hooks"]
                         or state["_backward_hooks"] or "_compiled_call_impl" in state or "forward" in state
-                        or hooks[0] or hooks[1] or hooks[2] or hooks[3]):
+                        or GLOBAL_FORWARD_PRE_HOOKS or GLOBAL_FORWARD_HOOKS or GLOBAL_BACKWARD_PRE_HOOKS
+                        or GLOBAL_BACKWARD_HOOKS):
                     return torch.nn.Module.__call__(self, x)
                 if guard(x, w) and not is_grad_enabled() and device == current_device():
                     y = empty_strided_cuda(size, stride, x.dtype)
                     launch(rows, 1, 1, raw_stream(device), *head, x.data_ptr(), w.data_ptr(), y.data_ptr(), 2880, 4096)
                     return y
 
-        hooks = [getattr(torch.nn.modules.module, f"_global_{k}_hooks") for k in ("forward_pre", "forward", "backward_pre", "backward")]
-        is_grad_enabled, current_device = torch.is_grad_enabled, torch._C._cuda_getDevice
         module_floor = ModuleFloor()
         cases[MODULE_FLOOR] = lambda: module_floor(x)
     s = x.shape[1]
@@ -136,10 +140,9 @@ def main() -> None:
             ratios = [row["generated module()"] / row["bare"], row["unchecked module()"] / row["bare"]]
             if FLOOR in row:
                 ratios.append(row[FLOOR] / row["bare"])
-                # the module against the floor, per round (both timed in it: drift hits them alike)
-                ratios.append(statistics.median(m / f for m, f in zip(samples["generated module()"], samples[FLOOR])))
-                ratios.append(statistics.median(m / f for m, f in zip(samples[MODULE_FLOOR], samples[FLOOR])))
-                ratios.append(statistics.median(m / f for m, f in zip(samples["generated module()"], samples[MODULE_FLOOR])))
+                # the module against each floor, and the floors, per round (timed in the same round: drift hits them alike)
+                for a, b in (("generated module()", FLOOR), (MODULE_FLOOR, FLOOR), ("generated module()", MODULE_FLOOR)):
+                    ratios.append(statistics.median(m / f for m, f in zip(samples[a], samples[b])))
             if "fd.execute" in row:
                 ratios += [row["generated module()"] / row["fd.execute"], row["unchecked module()"] / row["fd.execute"]]
             line = f"| {s} | " + " | ".join(f"{v:.2f}" for v in row.values()) + " | " + " | ".join(f"{r:.2f}" for r in ratios) + " |"
