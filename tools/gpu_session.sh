@@ -95,6 +95,9 @@
 #   models43: models42's first step alone
 #   models44: models42, then tools/compile_breaks.py (fullgraph under each dynamic setting) and the seed
 #          RMSNorm's Triton module against the floor (tools/overhead.py)
+#   models45: the last Triton GPU test models44 ran out of time for, then models41
+#   models46: the transformers families added in session 24 (Cohere, T5, Starcoder2, GPT-NeoX, OLMo 2,
+#          Granite) exported and verified on the GPU with the Triton backend
 #   models41: the GPT-OSS-shaped layer at S = 1, 16, 128, 1024 (Triton, nvFuser, torch.compile)
 #   final: after a Triton change: the Triton GPU tests (also cuda:1, models), the Triton hot-path layers,
 #          then rmsnorm and softmax benched
@@ -348,6 +351,13 @@ elif [ "${1:-full}" = models42 ] || [ "${1:-full}" = models44 ]; then
     step 160 overhead_triton python3 tools/overhead.py --backends triton --rounds 15 --min-run-time 0.05 \
         --only "guard only,generated forward()" --out "$W/overhead_triton.md"
   fi
+elif [ "${1:-full}" = models45 ]; then
+  step 150 gpu_test_simulated_triton python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -rs --tb=long \
+      -k "simulated_untested_triton"
+  gpt_oss_layer_bench 330 gpt_oss_layer 1,16,128,1024
+elif [ "${1:-full}" = models46 ]; then
+  step 300 gpu_tests_more_families python3 -m pytest -m gpu tests/test_gpu_models.py -q -p no:cacheprovider -rs --tb=long \
+      -k "triton and (cohere or t5_layernorm or starcoder2 or neox or olmo2 or granite)"
 elif [ "${1:-full}" = models43 ]; then
   expert_routing_test
 elif [ "${1:-full}" = models41 ]; then
