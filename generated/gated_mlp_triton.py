@@ -157,7 +157,7 @@ def forward(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight, t_merge
             else torch.empty(input__shape, dtype=torch.float32, device=t22_merged.device)
         )
         _t22_merged_ptr = t22_merged.data_ptr()
-        _misaligned = (_t22_merged_ptr) & 15 != 0
+        _misaligned = _device != -2 and (_t22_merged_ptr) & 15 != 0
         _kernel = fusion0.binaries.get(_device + _device + _misaligned)
         # the C launch where the kernel is compiled for _device and this alignment; else Kernel.launch
         if _kernel is not None:

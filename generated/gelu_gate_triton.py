@@ -151,7 +151,7 @@ def forward(gate_up):
             else torch.empty(t36_shape, dtype=torch.bfloat16, device=gate_up.device)
         )
         _gate_up_ptr = gate_up.data_ptr()
-        _misaligned = (_gate_up_ptr) & 15 != 0
+        _misaligned = _device != -2 and (_gate_up_ptr) & 15 != 0
         _kernel = fusion0.binaries.get(_device + _device + _misaligned)
         # the C launch where the kernel is compiled for _device and this alignment; else Kernel.launch
         if _kernel is not None:

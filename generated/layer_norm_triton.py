@@ -159,7 +159,7 @@ def forward(input_, t_bias, t_weight):
         _input__ptr = input_.data_ptr()
         _t_weight_ptr = t_weight.data_ptr()
         _t_bias_ptr = t_bias.data_ptr()
-        _misaligned = (_input__ptr | _t_weight_ptr | _t_bias_ptr) & 15 != 0
+        _misaligned = _device != -2 and (_input__ptr | _t_weight_ptr | _t_bias_ptr) & 15 != 0
         _kernel = fusion0.binaries.get(_device + _device + _misaligned)
         # the C launch where the kernel is compiled for _device and this alignment; else Kernel.launch
         if _kernel is not None:

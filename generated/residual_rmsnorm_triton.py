@@ -189,7 +189,7 @@ def forward(x, residual, t_norm_weight):
         _x_ptr = x.data_ptr()
         _residual_ptr = residual.data_ptr()
         _t_norm_weight_ptr = t_norm_weight.data_ptr()
-        _misaligned = (_x_ptr | _residual_ptr | _t_norm_weight_ptr) & 15 != 0
+        _misaligned = _device != -2 and (_x_ptr | _residual_ptr | _t_norm_weight_ptr) & 15 != 0
         _kernel = fusion0.binaries.get(_device + _device + _misaligned)
         # the C launch where the kernel is compiled for _device and this alignment; else Kernel.launch
         if _kernel is not None:

@@ -183,7 +183,7 @@ def forward(x, cos, sin):
         _x_ptr = x.data_ptr()
         _cos_ptr = cos.data_ptr()
         _sin_ptr = sin.data_ptr()
-        _misaligned = (_x_ptr | _cos_ptr | _sin_ptr) & 15 != 0
+        _misaligned = _device != -2 and (_x_ptr | _cos_ptr | _sin_ptr) & 15 != 0
         _kernel = fusion0.binaries.get(_device + _device + _misaligned)
         # the C launch where the kernel is compiled for _device and this alignment; else Kernel.launch
         if _kernel is not None:

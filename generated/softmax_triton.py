@@ -198,7 +198,7 @@ def forward(scores, mask_):
         )
         _scores_ptr = scores.data_ptr()
         _mask__ptr = mask_.data_ptr()
-        _misaligned = (_scores_ptr | _mask__ptr) & 15 != 0
+        _misaligned = _device != -2 and (_scores_ptr | _mask__ptr) & 15 != 0
         _kernel = program0_fusion0.binaries.get(_device + _device + _misaligned)
         # the C launch where the kernel is compiled for _device and this alignment; else Kernel.launch
         if _kernel is not None:
@@ -236,7 +236,7 @@ def forward(scores, mask_):
         )
         _scores_ptr = scores.data_ptr()
         _mask__ptr = mask_.data_ptr()
-        _misaligned = (_scores_ptr | _mask__ptr) & 15 != 0
+        _misaligned = _device != -2 and (_scores_ptr | _mask__ptr) & 15 != 0
         # the largest power of two dividing the row width, at most 16
         _unit = (S | 16) & -(S | 16)
         _kernel = program1_fusion0.binaries.get((_device + _device + _misaligned) * 32 + _unit)

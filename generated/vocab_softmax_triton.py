@@ -142,7 +142,7 @@ def forward(logits):
             else torch.empty(t17_shape, dtype=torch.float32, device=logits.device)
         )
         _logits_ptr = logits.data_ptr()
-        _misaligned = (_logits_ptr) & 15 != 0
+        _misaligned = _device != -2 and (_logits_ptr) & 15 != 0
         _kernel = fusion0.binaries.get(_device + _device + _misaligned)
         # the C launch where the kernel is compiled for _device and this alignment; else Kernel.launch
         if _kernel is not None:

@@ -162,7 +162,7 @@ def forward(hidden_states, t_weight):
         )
         _hidden_states_ptr = hidden_states.data_ptr()
         _t_weight_ptr = t_weight.data_ptr()
-        _misaligned = (_hidden_states_ptr | _t_weight_ptr) & 15 != 0
+        _misaligned = _device != -2 and (_hidden_states_ptr | _t_weight_ptr) & 15 != 0
         _kernel = fusion0.binaries.get(_device + _device + _misaligned)
         # the C launch where the kernel is compiled for _device and this alignment; else Kernel.launch
         if _kernel is not None:

@@ -86,4 +86,15 @@ HF_SUBMODULES = [
         "1x[S=1..64]x256, 1x[S]x64, 1x[S]x64",
         {"torch.nn.functional.linear", "torch.nn.functional.scaled_dot_product_attention", "torch.Tensor.view", "torch.transpose", "torch.reshape", "torch.Tensor.contiguous"},
     ),
+    # more families: Cohere's and T5's norms, Starcoder2's MLP (its eval-mode dropout leaves no call:
+    # exporter.identity), and layers with a partial rotary (GPT-NeoX), whole-projection q/k norms
+    # (OLMo 2), config multipliers (Granite), per-head LayerNorms and interleaved rotary (Cohere)
+    ("thunder_aot.examples.hf:cohere_layernorm", "1x[1..64]x256:bf16", set()),
+    ("thunder_aot.examples.hf:t5_layernorm", "1x[1..64]x256:bf16", set()),
+    ("thunder_aot.examples.hf:starcoder2_mlp", "1x[1..64]x128", {"torch.nn.functional.linear"}),
+    ("thunder_aot.examples.hf:gpt_neox_decoder_layer", "1x[S=1..64]x256, 1x[S]x16, 1x[S]x16", _LAYER_CALLS),
+    *[
+        (f"thunder_aot.examples.hf:{name}", "1x[S=1..64]x256, 1x[S]x64, 1x[S]x64", _LAYER_CALLS | {"torch.narrow"})
+        for name in ("olmo2_decoder_layer", "granite_decoder_layer", "cohere_decoder_layer")
+    ],
 ]

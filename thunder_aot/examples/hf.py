@@ -286,6 +286,67 @@ def qwen2_decoder_layer():
     return _randomize(DecoderLayer(Qwen2DecoderLayer(_small_config(Qwen2Config), 0)), 27)
 
 
+def cohere_layernorm():
+    """Cohere's LayerNorm: mean-centred, variance in float32, a weight and no bias."""
+    from transformers.models.cohere.modeling_cohere import CohereLayerNorm
+
+    return _randomize(CohereLayerNorm(hidden_size=HIDDEN, eps=1e-5), 40)
+
+
+def t5_layernorm():
+    """T5's LayerNorm: an RMSNorm whose weight's dtype decides the output's (half weights: half out)."""
+    from transformers.models.t5.modeling_t5 import T5LayerNorm
+
+    return _randomize(T5LayerNorm(HIDDEN), 41)
+
+
+def starcoder2_mlp():
+    """Starcoder2's MLP: two biased projections around GELU-tanh, then dropout (eval mode: none)."""
+    from transformers import Starcoder2Config
+    from transformers.models.starcoder2.modeling_starcoder2 import Starcoder2MLP
+
+    config = Starcoder2Config(hidden_size=HIDDEN // 2, intermediate_size=HIDDEN, hidden_act="gelu_pytorch_tanh")
+    return _randomize(Starcoder2MLP(config), 42)
+
+
+def gpt_neox_decoder_layer():
+    """GPT-NeoX's layer: one fused qkv projection, rotary over a quarter of each head (rotary_pct),
+    attention and MLP in parallel from two LayerNorms. Its cos and sin are 16 wide (64 * 0.25)."""
+    from transformers import GPTNeoXConfig
+    from transformers.models.gpt_neox.modeling_gpt_neox import GPTNeoXLayer
+
+    config = GPTNeoXConfig(hidden_size=HIDDEN, num_attention_heads=4, intermediate_size=512, rotary_pct=0.25,
+                           num_hidden_layers=2, vocab_size=512, max_position_embeddings=256)
+    config._attn_implementation = "sdpa"
+    return _randomize(DecoderLayer(GPTNeoXLayer(config, 0)), 43)
+
+
+def olmo2_decoder_layer():
+    """OLMo 2's layer: RMSNorms over the whole q and k projections, norms after attention and MLP."""
+    from transformers import Olmo2Config
+    from transformers.models.olmo2.modeling_olmo2 import Olmo2DecoderLayer
+
+    return _randomize(DecoderLayer(Olmo2DecoderLayer(_small_config(Olmo2Config), 0)), 44)
+
+
+def granite_decoder_layer():
+    """Granite's layer: residual and attention multipliers from its config."""
+    from transformers import GraniteConfig
+    from transformers.models.granite.modeling_granite import GraniteDecoderLayer
+
+    config = _small_config(GraniteConfig, residual_multiplier=0.22, attention_multiplier=0.0078)
+    return _randomize(DecoderLayer(GraniteDecoderLayer(config, 0)), 45)
+
+
+def cohere_decoder_layer():
+    """Cohere's layer: per-head LayerNorms on q and k (use_qk_norm), interleaved rotary, attention and
+    MLP in parallel from one LayerNorm."""
+    from transformers import CohereConfig
+    from transformers.models.cohere.modeling_cohere import CohereDecoderLayer
+
+    return _randomize(DecoderLayer(CohereDecoderLayer(_small_config(CohereConfig, use_qk_norm=True), 0)), 46)
+
+
 class Block(nn.Module):
     """A transformers block called with its hidden states alone (GPT-2: no rotary inputs)."""
 

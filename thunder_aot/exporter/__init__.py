@@ -443,9 +443,10 @@ def build_program(request: ExportRequest, progress: Progress) -> tuple[Program, 
     programs, dispatch = share_programs([traced[i] for i in order])
     _refuse_shadowing_dims(programs)
     program_inputs = [_with_persistence(p, module) for p in program_inputs]
+    from thunder_aot.exporter.identity import drop_identity_calls
     from thunder_aot.exporter.writeback import drop_unobserved_write_backs
 
-    programs = [drop_unobserved_write_backs(bp) for bp in programs]
+    programs = [drop_unobserved_write_backs(drop_identity_calls(bp)) for bp in programs]
     programs = [_kernel_passes(bp, backend) for bp in programs]
     merged = ()
     if request.merge_projections and backend.slices_region_inputs:

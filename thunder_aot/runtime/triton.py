@@ -33,6 +33,7 @@ __all__ = [
     "Kernel",
     "current_device",
     "eager_device",
+    "TRACING",
     "empty_strided_cuda",
     "nan_max",
     "nan_min",
@@ -140,12 +141,18 @@ def width_unit(n: int) -> int:
     return (n | 16) & -(n | 16)
 
 
+#: ``_device`` under Triton's interpreter and torch.compile's tracing, where a tensor's pointer is no
+#: int to test (dynamo traces ``data_ptr()`` as a value it cannot ``|``): forward skips the alignment
+#: test and ``Kernel.launch`` launches as the interpreter or dynamo needs
+TRACING = -2
+
+
 def eager_device(t: torch.Tensor) -> int:
     """A call's ``_device`` on the checked path: ``t``'s CUDA device index where kernels can launch
-    directly (eager CUDA, not Triton's interpreter or torch.compile's tracing, and ``t`` on the
-    current device), else -1."""
+    directly (eager CUDA and ``t`` on the current device), ``TRACING`` under Triton's interpreter or
+    torch.compile's tracing, else -1."""
     if INTERPRET or _compiling():
-        return -1
+        return TRACING
     index = t.get_device()
     return index if index == current_device() else -1
 
