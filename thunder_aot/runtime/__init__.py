@@ -135,6 +135,9 @@ except ImportError:  # pragma: no cover - a torch without dynamo's guards
 
 is_grad_enabled = torch.is_grad_enabled
 dynamo_compiling = torch.compiler.is_dynamo_compiling
+#: a Triton module's ``_device`` while Triton's interpreter or torch.compile's tracing runs it
+#: (runtime.triton.TRACING; here so that the code generator reads it without importing Triton)
+TRACING_DEVICE = -2
 _tracing = torch.compiler.is_compiling
 
 

@@ -17,7 +17,7 @@ import threading
 
 import torch
 
-from thunder_aot.runtime import versions
+from thunder_aot.runtime import TRACING_DEVICE, versions
 
 try:
     import triton  # noqa: F401  (the generated module's kernels are @triton.jit functions)
@@ -143,8 +143,9 @@ def width_unit(n: int) -> int:
 
 #: ``_device`` under Triton's interpreter and torch.compile's tracing, where a tensor's pointer is no
 #: int to test (dynamo traces ``data_ptr()`` as a value it cannot ``|``): forward skips the alignment
-#: test and ``Kernel.launch`` launches as the interpreter or dynamo needs
-TRACING = -2
+#: test and ``Kernel.launch`` launches as the interpreter or dynamo needs (generated code spells it
+#: as a literal: thunder_aot.backends.triton.launch)
+TRACING = TRACING_DEVICE
 
 
 def eager_device(t: torch.Tensor) -> int:

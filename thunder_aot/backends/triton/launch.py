@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from thunder_aot.backends.base import Line, nested, render_dim, tuple_text
+from thunder_aot.runtime import TRACING_DEVICE
 
 
 @dataclass(frozen=True)
@@ -68,8 +69,9 @@ class TritonRegionView:
         # is built and unpacked on the direct path)
         pointers = {t: f"_{t}_ptr" for t in tensors if t in self.params}
         raw = [pointers.get(t, f"{t}.data_ptr()") for t in tensors] + list(self.size_names)
-        # (not tested while tracing: _device is runtime.triton.TRACING, -2, and Kernel.launch ignores it)
-        misaligned = "_device != -2 and (" + " | ".join(pointers.values()) + ") & 15 != 0" if pointers else "False"
+        # (not tested while tracing: _device is runtime.triton.TRACING, and Kernel.launch ignores it)
+        misaligned = (f"_device != {TRACING_DEVICE} and (" + " | ".join(pointers.values()) + ") & 15 != 0"
+                      if pointers else "False")
         key, tail, unit = "_device + _device + _misaligned", f"{self.n}, {self.block}", ()
         if self.width_units:  # runtime.triton.width_unit, written out
             n = self.n if self.n.isidentifier() else f"({self.n})"
