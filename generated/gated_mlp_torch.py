@@ -21,6 +21,7 @@ from thunder_aot.runtime import (
     NoBucketError,
     UnmergedError,
     bad_input,
+    dynamo_compiling,
     no_bucket,
     require,
     unmerged,
@@ -41,9 +42,15 @@ def _dispatch(
     """The program of the first bucket the inputs' shapes and dtypes match."""
     if not isinstance(x, torch.Tensor):
         raise bad_input(_OWNER, "x", x, "a tensor")
-    if t_gate_proj_weight.data_ptr() != t_merged_gate_proj_up_proj_weight.data_ptr():
+    if (
+        not dynamo_compiling()
+        and t_gate_proj_weight.data_ptr() != t_merged_gate_proj_up_proj_weight.data_ptr()
+    ):
         raise unmerged(_OWNER, "gate_proj.weight", "merged_gate_proj_up_proj_weight")
-    if t_up_proj_weight.data_ptr() != t_merged_gate_proj_up_proj_weight.data_ptr() + 524288:
+    if (
+        not dynamo_compiling()
+        and t_up_proj_weight.data_ptr() != t_merged_gate_proj_up_proj_weight.data_ptr() + 524288
+    ):
         raise unmerged(_OWNER, "up_proj.weight", "merged_gate_proj_up_proj_weight")
     shape_0 = x.shape
     dtype_0 = x.dtype
@@ -64,7 +71,17 @@ def forward(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight, t_merge
     if program == 0:
         # serves [s0=1..512]x256:float32
         # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
-        t22_merged = torch.nn.functional.linear(x, t_merged_gate_proj_up_proj_weight, None)
+        t22_merged = (
+            torch.cat(
+                (
+                    torch.nn.functional.linear(x, t_gate_proj_weight, None),
+                    torch.nn.functional.linear(x, t_up_proj_weight, None),
+                ),
+                -1,
+            )
+            if dynamo_compiling()
+            else torch.nn.functional.linear(x, t_merged_gate_proj_up_proj_weight, None)
+        )
         # fusion0: slice, slice, neg, exp, add, reciprocal, mul, mul
         t22 = t22_merged[:, 0:512]
         t23 = t22_merged[:, 512:1024]

@@ -96,9 +96,15 @@ def _dispatch(
         or t_merged_gate_proj_up_proj_weight.requires_grad
     ):
         raise no_autograd(_OWNER, "triton")
-    if t_gate_proj_weight.data_ptr() != t_merged_gate_proj_up_proj_weight.data_ptr():
+    if (
+        not dynamo_compiling()
+        and t_gate_proj_weight.data_ptr() != t_merged_gate_proj_up_proj_weight.data_ptr()
+    ):
         raise unmerged(_OWNER, "gate_proj.weight", "merged_gate_proj_up_proj_weight")
-    if t_up_proj_weight.data_ptr() != t_merged_gate_proj_up_proj_weight.data_ptr() + 524288:
+    if (
+        not dynamo_compiling()
+        and t_up_proj_weight.data_ptr() != t_merged_gate_proj_up_proj_weight.data_ptr() + 524288
+    ):
         raise unmerged(_OWNER, "up_proj.weight", "merged_gate_proj_up_proj_weight")
     shape_0 = x.shape
     dtype_0 = x.dtype
@@ -147,7 +153,17 @@ def forward(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight, t_merge
         # serves [s0=1..512]x256:float32
         s0, input__shape = sizes
         # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
-        t22_merged = torch.nn.functional.linear(x, t_merged_gate_proj_up_proj_weight, None)
+        t22_merged = (
+            torch.cat(
+                (
+                    torch.nn.functional.linear(x, t_gate_proj_weight, None),
+                    torch.nn.functional.linear(x, t_up_proj_weight, None),
+                ),
+                -1,
+            )
+            if dynamo_compiling()
+            else torch.nn.functional.linear(x, t_merged_gate_proj_up_proj_weight, None)
+        )
         # fusion0: slice, slice, neg, exp, add, reciprocal, mul, mul
         t22_merged = t22_merged.contiguous()
         _rows = s0

@@ -28,6 +28,7 @@ def test_bench_on_cpu_times_what_runs_and_says_what_it_skipped(tmp_path):
         "bench", "thunder_aot.examples.gpt_oss:rmsnorm", "--shapes", "1x[1..16]x2880:bf16",
         "--sizes", "1,16", "--rounds", "1", "--min-run-time", "0.02", "--device", "cpu", "--out", str(out),
         "--backends", "auto,nvfuser",  # auto: torch on this CPU; nvfuser: skipped, with the reason
+        "--seed", "3",
     )
     assert result.returncode == 0, result.stderr[-3000:]
     data = json.loads((out / "bench.json").read_text())
@@ -38,7 +39,7 @@ def test_bench_on_cpu_times_what_runs_and_says_what_it_skipped(tmp_path):
     assert "skipped torch.compile: not run on CPU" in result.stderr
     assert "GptOssRMSNorm" in result.stdout and "thunder-aot(torch)" in result.stdout  # the Compare table
     md = (out / "bench.md").read_text()
-    assert "| 1x16x2880 |" in md and "Skipped:" in md and "thunder-aot bench thunder_aot.examples.gpt_oss:rmsnorm" in md
+    assert "| 1x16x2880 |" in md and "Skipped:" in md and "thunder-aot bench thunder_aot.examples.gpt_oss:rmsnorm" in md and "--seed 3" in md
     assert (out / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

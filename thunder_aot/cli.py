@@ -144,6 +144,9 @@ def parser() -> argparse.ArgumentParser:
                        help="where to time: auto is cuda when present (default: %(default)s)")
     bench.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds, the median reported (default: %(default)s)")
     bench.add_argument("--min-run-time", type=float, default=0.1, help="seconds per blocked_autorange (default: %(default)s)")
+    bench.add_argument("--seed", type=int, default=0,
+                       help="seed of the random inputs (default: %(default)s); another seed where a baseline's MoE "
+                       "routing breaks a near tie otherwise than eager's at the default one")
     bench.add_argument("--skip", default="", help="baselines to leave out, comma-separated: thunder.jit, thunderfx "
                        "(each compiles at every size: minutes for a decoder layer); with --model: torch.compile, "
                        "torch.compile(reduce-overhead), torch.compile(layers)")
@@ -326,7 +329,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             raise ExportError("bench --model: the layers' buckets follow from the model and --sizes; drop --shapes")
         backends = [b for b in args.backends.split(",") if b]
         report = run_model_bench(args.source, backends, sizes=sizes, rounds=args.rounds, min_run_time=args.min_run_time,
-                                 skip=frozenset(x for x in args.skip.split(",") if x), stack=args.stack,
+                                 skip=frozenset(x for x in args.skip.split(",") if x), stack=args.stack, seed=args.seed,
                                  stack_modules=[Path(f) for f in args.stack_module], command=command,
                                  progress=_progress, checkpoint=checkpoint)
     elif args.stack or args.stack_module:
@@ -377,6 +380,7 @@ def _bench_module(args: argparse.Namespace, sizes: list[int] | None, command: st
         rounds=args.rounds,
         min_run_time=args.min_run_time,
         skip=frozenset(x for x in args.skip.split(",") if x),
+        seed=args.seed,
         command=command,
         progress=_progress,
         checkpoint=checkpoint,

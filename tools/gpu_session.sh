@@ -99,6 +99,11 @@
 #   models46: the transformers families added in session 24 (Cohere, T5, Starcoder2, GPT-NeoX, OLMo 2,
 #          Granite) exported and verified on the GPU with the Triton backend
 #   models41: the GPT-OSS-shaped layer at S = 1, 16, 128, 1024 (Triton, nvFuser, torch.compile)
+#   models47: after merged projections trace as the member calls: tools/compile_breaks.py (softmax, rmsnorm, rotary,
+#          gated_mlp), gated_mlp's Triton GPU tests, then the GPT-OSS-shaped layer at S = 128 with inputs of seed 1
+#          (at seed 0 torch.compile's routing broke a near tie otherwise than eager's: s24_models45)
+#   models48: the seed RMSNorm's Triton module against the floor (tools/overhead.py) and benched at S = 1, 2048,
+#          65536 (copy bandwidth), then the Triton GPU tests
 #   final: after a Triton change: the Triton GPU tests (also cuda:1, models), the Triton hot-path layers,
 #          then rmsnorm and softmax benched
 set -u
@@ -358,6 +363,18 @@ elif [ "${1:-full}" = models45 ]; then
 elif [ "${1:-full}" = models46 ]; then
   step 300 gpu_tests_more_families python3 -m pytest -m gpu tests/test_gpu_models.py -q -p no:cacheprovider -rs --tb=long \
       -k "triton and (cohere or t5_layernorm or starcoder2 or neox or olmo2 or granite)"
+elif [ "${1:-full}" = models47 ]; then
+  step 200 compile_breaks env PYTHONUNBUFFERED=1 python3 tools/compile_breaks.py softmax rmsnorm rotary gated_mlp
+  step 100 gpu_tests_gated_mlp python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -rs -k "triton and gated_mlp"
+  step 260 gpt_oss_layer_seed1 env PYTHONUNBUFFERED=1 python3 -m thunder_aot bench "$GPT_OSS_LAYER" --shapes "$GPT_OSS_SHAPES" \
+      --backends triton,nvfuser --sizes 128 --seed 1 --rounds 3 --min-run-time 0.05 --skip thunder.jit,thunderfx \
+      --out "$W/gpt_oss_layer_seed1"
+elif [ "${1:-full}" = models48 ]; then
+  step 160 overhead_triton python3 tools/overhead.py --backends triton --rounds 15 --min-run-time 0.05 \
+      --only "guard only,generated forward()" --out "$W/overhead_triton.md"
+  step 120 rmsnorm "${BENCH[@]}" thunder_aot.examples.gpt_oss:rmsnorm --shapes "1x[1..65536]x2880:bf16" --sizes 1,2048,65536 \
+      --skip thunder.jit,thunderfx --out "$W/rmsnorm"
+  step 200 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads"
 elif [ "${1:-full}" = models43 ]; then
   expert_routing_test
 elif [ "${1:-full}" = models41 ]; then

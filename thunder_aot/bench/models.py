@@ -150,6 +150,7 @@ def run_model_bench(
     skip: frozenset[str] = frozenset(),
     stack: bool = False,
     stack_modules: list = (),
+    seed: int = 0,
     command: str = "",
     progress: Callable[[str], None] = lambda m: None,
     checkpoint: Callable[[Report], None] = lambda r: None,
@@ -261,7 +262,7 @@ def run_model_bench(
         report.copy_gb_per_s = copy_bandwidth_gb_per_s()
     reference_model = LastTokenLogits(copy.deepcopy(base).to(torch.float64))
     reference_eager = LastTokenLogits(base)  # eager making another system's picks (verify.judge.run_choosing)
-    generator = torch.Generator().manual_seed(0)
+    generator = torch.Generator().manual_seed(seed)  # the token ids
     vocab = base.config.vocab_size
     for s in sizes:
         point = f"S={s}"

@@ -30,6 +30,7 @@ def run_bench(
     rounds: int = 3,
     min_run_time: float = 0.1,
     skip: frozenset[str] = frozenset(),
+    seed: int = 0,
     command: str = "",
     progress: Callable[[str], None] = lambda m: None,
     checkpoint: Callable[[Report], None] = lambda r: None,
@@ -118,7 +119,7 @@ def run_bench(
     )
     if cuda:
         report.copy_gb_per_s = copy_bandwidth_gb_per_s()
-    gen_generator = torch.Generator().manual_seed(0)
+    gen_generator = torch.Generator().manual_seed(seed)
     for point in points:
         env = dict(point.env)
         inputs = [random_tensor(s, env, dev, gen_generator) for s in point.bucket.inputs]

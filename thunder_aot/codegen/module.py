@@ -12,10 +12,13 @@ import re
 from dataclasses import dataclass
 
 from thunder_aot import __version__
-from thunder_aot.backends.base import Backend, Line, RegionView, ops_use_device, render_dim, torch_call_line, tuple_text
+from thunder_aot.backends.base import (
+    Backend, Line, RegionView, ops_use_device, render_arg, render_dim, torch_call_line, tuple_text,
+)
 from thunder_aot.codegen.per_shape import bind_per_shape
 from thunder_aot.exporter.generalize import env_inside
-from thunder_aot.model import Bucket, BucketProgram, Program, ProgramInput, Region, SymDim, TorchCall
+from thunder_aot.exporter.merge import LINEAR
+from thunder_aot.model import Bucket, BucketProgram, Program, ProgramInput, Ref, Region, SymDim, TorchCall
 from thunder_aot.runtime import RUNTIME_VERSION
 from thunder_aot.shapes import format_bucket
 
@@ -40,8 +43,10 @@ RUNTIME_NAMES = (
 FAST_PATH_NAMES = ("GuardTable", "dynamo_compiling", "is_grad_enabled")
 
 
-def _runtime_import(checks: list[Check], fast_path: bool, records_choices: bool = False) -> str:
+def _runtime_import(checks: list[Check], fast_path: bool, records_choices: bool = False, merged: bool = False) -> str:
     names = set(RUNTIME_NAMES) | (set(FAST_PATH_NAMES) if fast_path else set())
+    if merged:  # a merged projection's call reads its members while torch.compile traces
+        names.add("dynamo_compiling")
     if records_choices:  # a kernel's top-k picks, for a verification watching the call
         names.add("CHOICES")
     names |= {c.error.partition("(")[0] for c in checks}
@@ -176,9 +181,10 @@ def _dim_reads(program: BucketProgram, user_inputs: list[ProgramInput], shapes_b
     return list(reads.items())
 
 
-def _step_lines(program: BucketProgram, views: dict[str, RegionView]) -> tuple[Line, ...]:
+def _step_lines(program: BucketProgram, views: dict[str, RegionView], members: dict[str, tuple[str, ...]]) -> tuple[Line, ...]:
     """The program's steps in order: each region's statements (after a comment naming the prims
-    it fuses), torch calls for what was not fused. A kernel reads its inputs as contiguous: one
+    it fuses), torch calls for what was not fused (a merged projection's call while torch.compile
+    traces: see :func:`_merged_call_line`). A kernel reads its inputs as contiguous: one
     that torch ops or an nvFuser fusion made (a transposed view, say) is made contiguous first (a
     no-op when it is). So is a program output a fusion may lay out permuted (eager returns it
     contiguous: a caller feeding it back, a KV cache, gets what it would from the source)."""
@@ -206,7 +212,7 @@ def _step_lines(program: BucketProgram, views: dict[str, RegionView]) -> tuple[L
             lines += view.steps
         else:
             from_torch.update(o.name for o in step.outputs)
-            lines.append(torch_call_line(step))
+            lines.append(_merged_call_line(step, members) or torch_call_line(step))
     lines += [Line(f"{name} = {name}.contiguous()") for name in dict.fromkeys(program.outputs) if name in permuted]
     regions = [s for s in program.steps if isinstance(s, Region)]
     if ops_use_device([s for s in program.steps if isinstance(s, TorchCall)]) or any(
@@ -214,6 +220,24 @@ def _step_lines(program: BucketProgram, views: dict[str, RegionView]) -> tuple[L
     ):  # torch calls and torch-backend regions that make tensors on the input's device
         lines.insert(0, Line(f"device = {program.inputs[0].name}.device"))
     return tuple(lines)
+
+
+def _merged_call_line(call: TorchCall, members: dict[str, tuple[str, ...]]) -> Line | None:
+    """A linear call on a merged weight, as the concatenated member calls while torch.compile
+    traces: dynamo cannot trace the ``data_ptr()`` tests that prove the members still lie in the
+    merged tensor, so a traced call reads the members themselves (correct whatever they alias, one
+    matmul per member and a copy of their outputs); None for any other call."""
+    if call.target != LINEAR or len(call.args) < 2 or not isinstance(call.args[1], Ref) or call.args[1].name not in members:
+        return None
+    x = render_arg(call.args[0])
+    weights = members[call.args[1].name]
+    bias = call.args[2] if len(call.args) == 3 else None
+    biases = members[bias.name] if isinstance(bias, Ref) else (None,) * len(weights)
+    parts = ", ".join(f"{call.target}({x}, {w}, {b})" for w, b in zip(weights, biases))
+    merged = torch_call_line(call)
+    target = call.outputs[0].name
+    code = f"{target} = (\n    torch.cat(({parts},), -1)\n    if dynamo_compiling()\n    else {merged.code.partition(' = ')[2]}\n)"
+    return Line(code, merged.comment)
 
 
 def _warmup_entry(bucket: Bucket) -> WarmupEntry:
@@ -300,8 +324,9 @@ def _member_addresses(program: Program) -> list[tuple[ProgramInput, ProgramInput
 
 
 def _merged_checks(program: Program) -> list[Check]:
-    """Each member parameter of a merged projection still lies where the merged tensor holds it."""
-    return [Check(f"{p.name}.data_ptr() != {where}", f'unmerged(_OWNER, "{p.source_name}", "{merged.source_name}")')
+    """Each member parameter of a merged projection still lies where the merged tensor holds it
+    (not tested while torch.compile traces: the traced program reads the members themselves)."""
+    return [Check(f"not dynamo_compiling() and {p.name}.data_ptr() != {where}", f'unmerged(_OWNER, "{p.source_name}", "{merged.source_name}")')
             for p, merged, where in _member_addresses(program)]
 
 
@@ -340,8 +365,10 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
     device_per_call = backend.device_per_call and runs_kernels
     first = user_inputs[0].name
     programs, sizes_of, sizes_functions = [], {}, []
+    by_key = {p.source_name: p.name for p in program.inputs}
+    members = {by_key[m.key]: tuple(by_key[k] for k in m.members) for m in program.merged}
     for bp, views in program_views:
-        steps = _step_lines(bp, views)
+        steps = _step_lines(bp, views, members)
         code = "\n".join(step.code for step in steps)
         dims = [(n, e) for n, e in _dim_reads(bp, user_inputs, kernels_run) if re.search(rf"\b{n}\b", code)]
         served = [format_bucket(b) for b, index in program.dispatch if index == bp.index]
@@ -400,7 +427,7 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
         dispatch_doc=dispatch_doc,
         params_tuple=tuple_text([p.name for p in program.inputs]),
         imports=("import torch", _runtime_import(module_checks, kernels_run, any(
-            getattr(v, "recorded", ()) for _, views in program_views for v in views.values()))),
+            getattr(v, "recorded", ()) for _, views in program_views for v in views.values()), bool(program.merged))),
         backend_imports=backend.imports if runs_kernels else (),
         preamble=backend.preamble if runs_kernels else (),
         runtime_version=RUNTIME_VERSION,
