@@ -169,8 +169,9 @@ def test_kernel_structure(stem):
     # path empty_strided_cuda with the contiguous strides of its sizes, otherwise torch.empty
     allocators = set(re.findall(r"torch\.(empty\w*|zeros\w*|ones\w*|full\w*|new_\w+)\(", text))
     assert allocators <= {"empty", "empty_like"}, allocators
+    # (the guard table's entry is no allocation, nor a merged projection's matmul, member by member while dynamo traces)
     allocations = [n.value for n in ast.walk(forward) if isinstance(n, ast.Assign) and isinstance(n.value, ast.IfExp)
-                   and ast.unparse(n.targets[0]) != "fast"]  # (the guard table's entry is no allocation)
+                   and ast.unparse(n.targets[0]) != "fast" and ast.unparse(n.value.test) != "dynamo_compiling()"]
     assert len(allocations) == forward_text.count("empty_strided_cuda(") >= len(launches)
     # names bound per shape (codegen.per_shape): each program's branch unpacks its _sizes_of_<k>,
     # here evaluated with every dim 3 (any values will do)
@@ -365,6 +366,49 @@ def test_a_region_no_kernel_takes_runs_as_its_source_calls():
     assert "torch.softmax(" in body and "torch.amax(" not in body and "torch.exp(" not in body
     assert "no kernel for convert_element_type, mul" in body  # the region's comment says what happened
 
+
+
+def test_a_region_of_independent_parts_is_a_kernel_per_group_of_them(monkeypatch):
+    """DeepSeek-V3's latent RMSNorm beside its keys' and queries' rotary: Thunder forms one region of
+    the three, which no one kernel computes (a reduction over one row, outputs of three shapes).
+    exporter.split makes it two kernels (the norm; both rotaries and the cat); without the pass it
+    ran as its source's torch calls. (The kernels are checked against the source in
+    test_regions_with_views_inside_are_one_kernel_each.)"""
+    import thunder_aot.exporter.split as split
+    from thunder_aot.backends import get_backend
+    from thunder_aot.exporter import ExportRequest, build_program, regions_without_kernels
+    from tests.view_modules import LATENT_SHAPES
+
+    request = ExportRequest("tests.view_modules:latent_norm_and_rotary", (LATENT_SHAPES,), backend="triton")
+    program, _, _ = build_program(request, progress=lambda m: None)
+    regions = list(program.programs[0].regions())
+    assert [r.name for r in regions] == ["aotFusion0_0", "aotFusion0_1"]
+    assert not regions_without_kernels(program, get_backend("triton"))
+    norm, rotary = sorted(regions, key=lambda r: not any(op.prim == "sum" for op in r.ops))
+    assert len(norm.outputs) == 1 and len(rotary.outputs) == 2 and not any(op.prim == "sum" for op in rotary.ops)
+    monkeypatch.setattr(split, "split_regions", lambda bp, makes_kernel: bp)
+    whole, _, _ = build_program(request, progress=lambda m: None)
+    assert [r.name for r in whole.programs[0].regions()] == ["aotFusion0"]
+    assert regions_without_kernels(whole, get_backend("triton"))
+
+
+def test_a_part_no_kernel_takes_runs_as_its_part_of_the_source_calls():
+    """A region of a column softmax (no kernel past 8192 rows) beside an RMSNorm of another input:
+    the norm becomes a kernel, the softmax runs as its own source calls (not the norm's), and the
+    module matches its source under the interpreter."""
+    from thunder_aot.exporter import ExportRequest, export
+    from tests.view_modules import PART_SOURCE_CALLS
+
+    source, shapes = PART_SOURCE_CALLS
+    result = interpreted_check(source, shapes)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "no triton kernel for region aotFusion0_1" in result.stdout, result.stdout
+    assert "runs as its source's torch calls: torch.Tensor.to x2, torch.mul x1, torch.softmax x1" in result.stdout
+    assert "aotFusion0_0" not in result.stdout
+    text = export(ExportRequest(source, (shapes,), backend="triton"), verify=False)
+    body = text[text.index("def forward("):]
+    assert body.count("@triton.jit") == 0 and text.count("@triton.jit") == 1
+    assert "torch.softmax(" in body and "torch.rsqrt(" not in body and "torch.mean(" not in body
 
 def test_a_row_reduction_wider_than_the_output_row_takes_whole_rows():
     """Attention sinks (a softmax over the scores and a sink column, the sink's column dropped): the

@@ -178,6 +178,47 @@ def head_norm() -> HeadNorm:
     return _seeded(HeadNorm())
 
 
+class LatentNormAndRotary(nn.Module):
+    """DeepSeek-V3's attention between its projections: an RMSNorm of the compressed keys, and the
+    interleaved rotary of the keys' and the queries' rotary parts (the queries' then concatenated
+    after their other part). Thunder forms one region of the three, which share no value and have
+    outputs of three shapes: exporter.split makes kernels of its parts."""
+
+    heads, nope, rope, latent = 4, 32, 16, 32
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(self.latent) * 0.1 + 1)
+
+    @staticmethod
+    def _rotary_interleaved(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        b, h, s, d = x.shape
+        x = x.view(b, h, s, d // 2, 2).transpose(4, 3).reshape(b, h, s, d)
+        return x * cos + _rotate_half(x) * sin
+
+    def forward(self, q: torch.Tensor, kv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+        b, s, _ = q.shape
+        q = q.view(b, s, self.heads, self.nope + self.rope).transpose(1, 2)
+        q_pass, q_rot = torch.split(q, [self.nope, self.rope], dim=-1)
+        latent, k_rot = torch.split(kv, [self.latent, self.rope], dim=-1)
+        variance = latent.float().pow(2).mean(-1, keepdim=True)
+        latent = self.weight * (latent.float() * torch.rsqrt(variance + 1e-6)).to(kv.dtype)
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        k_rot = self._rotary_interleaved(k_rot.view(b, 1, s, self.rope), cos, sin)
+        q_rot = self._rotary_interleaved(q_rot, cos, sin)
+        return latent, k_rot, torch.cat((q_pass, q_rot), dim=-1)
+
+
+class ColumnSoftmaxBesideNorm(nn.Module):
+    """A region of two independent parts: :class:`ColumnSoftmax` (no kernel past 8192 rows) and an
+    RMSNorm of another input (a row kernel): the norm becomes a kernel, the softmax runs as its own
+    source calls."""
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor):
+        norm = y.float() * torch.rsqrt(y.float().pow(2).mean(-1, keepdim=True) + 1e-6)
+        return torch.softmax(x.float() * 0.5, dim=0).to(x.dtype), norm.to(y.dtype)
+
+
 def two_shapes() -> TwoShapes:
     return TwoShapes()
 
@@ -186,7 +227,9 @@ def column_softmax() -> ColumnSoftmax:
     return ColumnSoftmax()
 
 
-#: (import path, shapes): every region one Triton kernel
+#: LatentNormAndRotary's inputs: queries (4 heads of 32 + 16), compressed keys (32 + 16), cos, sin
+LATENT_SHAPES = "1x[S=1..40]x192:bf16, 1x[S]x48:bf16, 1x[S]x16:bf16, 1x[S]x16:bf16"
+#: (import path, shapes): every region one Triton kernel (or, for a region of independent parts, one per group of them)
 KERNELS = [
     ("tests.view_modules:heads_rotary", "1x[S=1..40]x128:bf16, 1x[S]x32:bf16, 1x[S]x32:bf16"),
     ("tests.view_modules:merge_heads", "2x4x[S=1..40]x32:bf16"),
@@ -199,9 +242,12 @@ KERNELS = [
     ("tests.view_modules:tanh_gelu", "1x[S=1..40]x128:fp32"),
     ("tests.view_modules:norm_then_transpose_then_mix", "1x[S=1..40]x128:fp32"),
     ("tests.view_modules:sink_softmax", "1x4x[S=1..40]x[S]:bf16, 1x1x[S]x[S]:bf16"),
+    ("tests.view_modules:latent_norm_and_rotary", LATENT_SHAPES),
 ]
 #: (import path, shapes): a region no Triton kernel takes
 SOURCE_CALLS = [("tests.view_modules:column_softmax", "[2..9000]x8:bf16")]
+#: (import path, shapes): a region of two parts, one a kernel, the other its source calls
+PART_SOURCE_CALLS = ("tests.view_modules:column_softmax_beside_norm", "[2..9000]x8:bf16, [2..9000]x64:bf16")
 
 
 def norm_then_transpose_then_mix() -> NormThenTransposeThenMix:
@@ -223,3 +269,11 @@ def sink_softmax() -> SinkSoftmax:
 
 def rows_and_their_sums() -> RowsAndTheirSums:
     return RowsAndTheirSums()
+
+
+def latent_norm_and_rotary() -> LatentNormAndRotary:
+    return _seeded(LatentNormAndRotary())
+
+
+def column_softmax_beside_norm() -> ColumnSoftmaxBesideNorm:
+    return ColumnSoftmaxBesideNorm()

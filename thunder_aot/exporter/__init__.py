@@ -470,7 +470,8 @@ def build_program(request: ExportRequest, progress: Progress) -> tuple[Program, 
 
 
 def _kernel_passes(bp: BucketProgram, backend: Backend) -> BucketProgram:
-    """The passes whose outcome the backend's kernels decide: copies of permuted views as regions
+    """The passes whose outcome the backend's kernels decide: regions of independent parts split
+    where the parts make kernels and the whole does not (exporter.split), copies of permuted views as regions
     and calls that copy nothing dropped (exporter.copies), a mixture of experts' routing
     bookkeeping in one program (exporter.routing), gathers into their readers (exporter.gather),
     regions into the regions that read them (exporter.join), transposed outputs that only matmuls
@@ -493,7 +494,9 @@ def _kernel_passes(bp: BucketProgram, backend: Backend) -> BucketProgram:
         return {o.name for o in region.outputs} - set(view(region).strided_outputs)
 
     from thunder_aot.exporter.copies import copies_to_regions, drop_no_op_calls
+    from thunder_aot.exporter.split import split_regions
 
+    bp = split_regions(bp, makes_kernel)
     if backend.copies_as_kernels:
         bp = copies_to_regions(bp, contiguous_outputs, makes_kernel)
     bp = drop_no_op_calls(bp, contiguous_outputs)
