@@ -39,6 +39,9 @@ _LAYER_CALLS = {"torch.nn.functional.linear", "torch.nn.functional.scaled_dot_pr
 LLAMA_CACHE_SHAPES = (
     "1x[S=2..64]x256, 1x[S]x64, 1x[S]x64, 1x2x0x64, 1x2x0x64; 1x1x256, 1x1x64, 1x1x64, 1x2x[P=1..255]x64, 1x2x[P]x64"
 )
+#: the MoE routing's torch calls where the backend has no routing program (nvFuser)
+_ROUTING_CALLS = ("torch.topk", "torch.sort", "torch.histc", "torch.cumsum", "torch.empty", "torch.index_put",
+                  "torch.Tensor.__getitem__")
 #: real submodules of transformers models: (import path, shapes, torch calls that may stay unfused)
 HF_SUBMODULES = [
     ("thunder_aot.examples.hf:llama_rmsnorm", "1x[1..64]x256:bf16", set()),
@@ -97,4 +100,24 @@ HF_SUBMODULES = [
         (f"thunder_aot.examples.hf:{name}", "1x[S=1..64]x256, 1x[S]x64, 1x[S]x64", _LAYER_CALLS | {"torch.narrow"})
         for name in ("olmo2_decoder_layer", "granite_decoder_layer", "cohere_decoder_layer")
     ],
+    # per-head q/k norms and sandwich norms (Gemma 3), partial rotary with LayerNorms (Phi, StableLM),
+    # a MoE layer (Qwen3-MoE: its routing in kernels), multi-head latent attention (DeepSeek-V3: its
+    # keys are filled into an empty tensor by two copy_ calls, which stay torch calls)
+    ("thunder_aot.examples.hf:gemma3_decoder_layer", "1x[S=1..64]x256, 1x[S]x64, 1x[S]x64", _LAYER_CALLS | {"torch.narrow"}),
+    ("thunder_aot.examples.hf:phi_decoder_layer", "1x[S=1..64]x256, 1x[S]x32, 1x[S]x32", _LAYER_CALLS),
+    ("thunder_aot.examples.hf:stablelm_decoder_layer", "1x[S=1..64]x256, 1x[S]x16, 1x[S]x16", _LAYER_CALLS),
+    ("thunder_aot.examples.hf:qwen3_moe_decoder_layer", "1x[S=1..32]x256:bf16, 1x[S]x64:bf16, 1x[S]x64:bf16",
+     _LAYER_CALLS | {"torch._grouped_mm", *_ROUTING_CALLS}),
+    ("thunder_aot.examples.hf:deepseek_v3_decoder_layer", "1x[S=1..64]x256, 1x[S]x16, 1x[S]x16",
+     _LAYER_CALLS | {"torch.split", "torch.Tensor.expand", "torch.Tensor.new_empty", "torch.Tensor.__getitem__",
+                     "torch.Tensor.copy_"}),
 ]
+#: what issue 17 lets stay torch calls in a Triton module of a transformers submodule: matmuls,
+#: attention, embeddings and shape-only views (a Triton export's calls are held to it, the nvFuser
+#: export's to each entry's own set: the routing and DeepSeek-V3's key fill stay torch calls there)
+TRITON_CALLS = frozenset({
+    "torch.nn.functional.linear", "torch.matmul", "torch._grouped_mm", "torch.addmm",
+    "torch.nn.functional.scaled_dot_product_attention", "torch.nn.functional.embedding",
+    "torch.Tensor.view", "torch.reshape", "torch.transpose", "torch.Tensor.contiguous", "torch.split", "torch.narrow",
+    "torch.permute", "torch.Tensor.expand", "torch.unsqueeze", "torch.squeeze",
+})

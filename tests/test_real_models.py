@@ -9,7 +9,7 @@ import os
 import pytest
 import torch
 
-from tests.examples import HF_SUBMODULES
+from tests.examples import HF_SUBMODULES, TRITON_CALLS
 from tests.helpers import Logits
 from thunder_aot import replace
 from thunder_aot.errors import ExportError
@@ -192,12 +192,15 @@ def test_kernel_regions_get_contiguous_inputs_from_torch_calls():
 @pytest.mark.parametrize("source,shapes,unfused", HF_SUBMODULES, ids=[m[0].split(":")[1] for m in HF_SUBMODULES])
 def test_every_region_of_transformers_submodules_is_a_triton_kernel(source, shapes, unfused):
     """The Triton backend takes every region Thunder forms in transformers' norms, MLP, rotary and
-    decoder layers (Llama's, Qwen3's with its per-head norms): export reports none without a kernel."""
+    decoder layers (Llama's, Qwen3's with its per-head norms): export reports none without a kernel,
+    and only matmuls, attention, embeddings and views stay torch calls (tests.examples.TRITON_CALLS)."""
     from thunder_aot.backends import get_backend
     from thunder_aot.exporter import regions_without_kernels
 
     program, _, _ = build_program(ExportRequest(source, (shapes,), backend="triton"), progress=lambda m: None)
     assert program.programs and not regions_without_kernels(program, get_backend("triton"))
+    calls = {s.target for bp in program.programs for s in bp.steps if isinstance(s, TorchCall)}
+    assert calls <= unfused and calls <= TRITON_CALLS, sorted(calls - (unfused & TRITON_CALLS))
 
 
 def test_whole_decoder_layers_replaced_in_a_transformers_model():

@@ -392,6 +392,26 @@ def test_a_region_of_independent_parts_is_a_kernel_per_group_of_them(monkeypatch
     assert regions_without_kernels(whole, get_backend("triton"))
 
 
+
+def test_a_tensor_filled_slice_by_slice_is_one_kernel():
+    """An empty tensor filled by copies into slices of its last dim (DeepSeek-V3's keys, one piece
+    through an expand) is a concatenation: one region (exporter.fill) that the regions computing the
+    pieces join, so no allocation, slice, copy or expand stays a torch call. Read between the copies,
+    the tensor is no fill, and the calls stay. (The kernel is checked against the source in
+    test_regions_with_views_inside_are_one_kernel_each.)"""
+    from thunder_aot.exporter import ExportRequest, build_program
+    from thunder_aot.model import TorchCall
+    from tests.view_modules import KEYS_FILL_SHAPES
+
+    def calls(source):
+        program, _, _ = build_program(ExportRequest(source, (KEYS_FILL_SHAPES,), backend="triton"), progress=lambda m: None)
+        return [s.target for bp in program.programs for s in bp.steps if isinstance(s, TorchCall)], program
+
+    filled, program = calls("tests.view_modules:keys_fill")
+    assert filled == [] and [len(list(bp.regions())) for bp in program.programs] == [1]
+    kept, _ = calls("tests.view_modules:keys_fill_read_between")
+    assert {"torch.Tensor.new_empty", "torch.Tensor.copy_", "torch.Tensor.expand"} <= set(kept)
+
 def test_a_part_no_kernel_takes_runs_as_its_part_of_the_source_calls():
     """A region of a column softmax (no kernel past 8192 rows) beside an RMSNorm of another input:
     the norm becomes a kernel, the softmax runs as its own source calls (not the norm's), and the

@@ -219,6 +219,24 @@ class ColumnSoftmaxBesideNorm(nn.Module):
         return torch.softmax(x.float() * 0.5, dim=0).to(x.dtype), norm.to(y.dtype)
 
 
+class KeysFill(nn.Module):
+    """DeepSeek-V3's keys: an empty tensor filled by two copies into slices of its last dim, the
+    second broadcast over the heads by an expand, then scaled. exporter.fill makes the fill one
+    kernel. ``read_between``: the tensor is read between the copies (no fill: the calls stay)."""
+
+    def __init__(self, read_between: bool = False) -> None:
+        super().__init__()
+        self.read_between = read_between
+
+    def forward(self, k_nope: torch.Tensor, k_rot: torch.Tensor):
+        b, h, s, _ = k_nope.shape
+        keys = k_nope.new_empty(b, h, s, 48)
+        keys[..., :32].copy_(k_nope)
+        first = keys[..., :32].sum(-1) if self.read_between else None
+        keys[..., 32:].copy_(k_rot.expand(-1, h, -1, -1))
+        return keys * 0.5 if first is None else (keys * 0.5, first)
+
+
 def two_shapes() -> TwoShapes:
     return TwoShapes()
 
@@ -229,6 +247,8 @@ def column_softmax() -> ColumnSoftmax:
 
 #: LatentNormAndRotary's inputs: queries (4 heads of 32 + 16), compressed keys (32 + 16), cos, sin
 LATENT_SHAPES = "1x[S=1..40]x192:bf16, 1x[S]x48:bf16, 1x[S]x16:bf16, 1x[S]x16:bf16"
+#: KeysFill's inputs: the keys' first 32 of each of 4 heads, and a rotary part of 16 all heads share
+KEYS_FILL_SHAPES = "1x4x[S=1..40]x32:bf16, 1x1x[S]x16:bf16"
 #: (import path, shapes): every region one Triton kernel (or, for a region of independent parts, one per group of them)
 KERNELS = [
     ("tests.view_modules:heads_rotary", "1x[S=1..40]x128:bf16, 1x[S]x32:bf16, 1x[S]x32:bf16"),
@@ -243,6 +263,7 @@ KERNELS = [
     ("tests.view_modules:norm_then_transpose_then_mix", "1x[S=1..40]x128:fp32"),
     ("tests.view_modules:sink_softmax", "1x4x[S=1..40]x[S]:bf16, 1x1x[S]x[S]:bf16"),
     ("tests.view_modules:latent_norm_and_rotary", LATENT_SHAPES),
+    ("tests.view_modules:keys_fill", KEYS_FILL_SHAPES),
 ]
 #: (import path, shapes): a region no Triton kernel takes
 SOURCE_CALLS = [("tests.view_modules:column_softmax", "[2..9000]x8:bf16")]
@@ -277,3 +298,11 @@ def latent_norm_and_rotary() -> LatentNormAndRotary:
 
 def column_softmax_beside_norm() -> ColumnSoftmaxBesideNorm:
     return ColumnSoftmaxBesideNorm()
+
+
+def keys_fill() -> KeysFill:
+    return KeysFill()
+
+
+def keys_fill_read_between() -> KeysFill:
+    return KeysFill(read_between=True)

@@ -102,6 +102,9 @@
 #   models47: after merged projections trace as the member calls: tools/compile_breaks.py (softmax, rmsnorm, rotary,
 #          gated_mlp), gated_mlp's Triton GPU tests, then the GPT-OSS-shaped layer at S = 128 with inputs of seed 1
 #          (at seed 0 torch.compile's routing broke a near tie otherwise than eager's: s24_models45)
+#   models49: after exporter.split and exporter.fill: their view modules on the GPU (latent_norm_and_rotary,
+#          keys_fill), then the transformers families added in session 25 (Gemma 3, Phi, StableLM, Qwen3-MoE,
+#          DeepSeek-V3 layers) exported and verified on the GPU with the Triton backend
 #   models48: the seed RMSNorm's Triton module against the floor (tools/overhead.py) and benched at S = 1, 2048,
 #          65536 (copy bandwidth), then the Triton GPU tests
 #   final: after a Triton change: the Triton GPU tests (also cuda:1, models), the Triton hot-path layers,
@@ -369,6 +372,11 @@ elif [ "${1:-full}" = models47 ]; then
   step 260 gpt_oss_layer_seed1 env PYTHONUNBUFFERED=1 python3 -m thunder_aot bench "$GPT_OSS_LAYER" --shapes "$GPT_OSS_SHAPES" \
       --backends triton,nvfuser --sizes 128 --seed 1 --rounds 3 --min-run-time 0.05 --skip thunder.jit,thunderfx \
       --out "$W/gpt_oss_layer_seed1"
+elif [ "${1:-full}" = models49 ]; then
+  step 120 gpu_tests_split_fill python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -rs --tb=long \
+      -k "views_on_the_gpu and (latent_norm or keys_fill)"
+  step 400 gpu_tests_families python3 -m pytest -m gpu tests/test_gpu_models.py -q -p no:cacheprovider -rs --tb=long \
+      -k "triton and (gemma3 or phi_decoder or stablelm or qwen3_moe_decoder or deepseek)"
 elif [ "${1:-full}" = models48 ]; then
   step 160 overhead_triton python3 tools/overhead.py --backends triton --rounds 15 --min-run-time 0.05 \
       --only "guard only,generated forward()" --out "$W/overhead_triton.md"

@@ -347,6 +347,59 @@ def cohere_decoder_layer():
     return _randomize(DecoderLayer(CohereDecoderLayer(_small_config(CohereConfig, use_qk_norm=True), 0)), 46)
 
 
+
+def gemma3_decoder_layer():
+    """Gemma 3's layer: RMSNorms over each head of q and k, four norms around attention and MLP."""
+    from transformers import Gemma3TextConfig
+    from transformers.models.gemma3.modeling_gemma3 import Gemma3DecoderLayer
+
+    config = _small_config(Gemma3TextConfig, head_dim=64, layer_types=["full_attention", "full_attention"])
+    return _randomize(DecoderLayer(Gemma3DecoderLayer(config, 0)), 47)
+
+
+def phi_decoder_layer():
+    """Phi's layer (Phi-2): one LayerNorm before attention and MLP in parallel, biased projections,
+    rotary over half of each head (partial_rotary_factor). Its cos and sin are 32 wide."""
+    from transformers import PhiConfig
+    from transformers.models.phi.modeling_phi import PhiDecoderLayer
+
+    return _randomize(DecoderLayer(PhiDecoderLayer(_small_config(PhiConfig, partial_rotary_factor=0.5), 0)), 48)
+
+
+def stablelm_decoder_layer():
+    """StableLM's layer: LayerNorms, per-head LayerNorms on q and k (qk_layernorm), rotary over a
+    quarter of each head. Its cos and sin are 16 wide."""
+    from transformers import StableLmConfig
+    from transformers.models.stablelm.modeling_stablelm import StableLmDecoderLayer
+
+    config = _small_config(StableLmConfig, partial_rotary_factor=0.25, qk_layernorm=True)
+    return _randomize(DecoderLayer(StableLmDecoderLayer(config, 0)), 49)
+
+
+def deepseek_v3_decoder_layer():
+    """DeepSeek-V3's first (dense) layer: multi-head latent attention (queries and keys through
+    low-rank projections with RMSNorms, an interleaved rotary over a 16-wide part of each head, the
+    keys' rotary part shared by the heads). Its cos and sin are 16 wide."""
+    from transformers import DeepseekV3Config
+    from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3DecoderLayer
+
+    config = _small_config(
+        DeepseekV3Config, q_lora_rank=64, kv_lora_rank=32, qk_rope_head_dim=16, qk_nope_head_dim=32, v_head_dim=32,
+        first_k_dense_replace=1, num_key_value_heads=4, rope_interleave=True,
+    )
+    return _randomize(DecoderLayer(DeepseekV3DecoderLayer(config, 0)), 50)
+
+
+def qwen3_moe_decoder_layer():
+    """Qwen3-MoE's layer: Qwen3's attention (per-head q and k norms) and a sparse MoE block (softmax
+    router, top-2 of 8 experts renormalized, grouped-mm experts), bf16."""
+    from transformers import Qwen3MoeConfig
+    from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeDecoderLayer
+
+    config = _small_config(Qwen3MoeConfig, head_dim=64, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=128)
+    config._experts_implementation = "grouped_mm"
+    return _randomize(DecoderLayer(Qwen3MoeDecoderLayer(config, 0)), 51).to(torch.bfloat16)
+
 class Block(nn.Module):
     """A transformers block called with its hidden states alone (GPT-2: no rotary inputs)."""
 

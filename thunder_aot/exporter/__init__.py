@@ -471,7 +471,8 @@ def build_program(request: ExportRequest, progress: Progress) -> tuple[Program, 
 
 def _kernel_passes(bp: BucketProgram, backend: Backend) -> BucketProgram:
     """The passes whose outcome the backend's kernels decide: regions of independent parts split
-    where the parts make kernels and the whole does not (exporter.split), copies of permuted views as regions
+    where the parts make kernels and the whole does not (exporter.split), tensors filled slice by slice
+    as concatenations (exporter.fill), copies of permuted views as regions
     and calls that copy nothing dropped (exporter.copies), a mixture of experts' routing
     bookkeeping in one program (exporter.routing), gathers into their readers (exporter.gather),
     regions into the regions that read them (exporter.join), transposed outputs that only matmuls
@@ -498,6 +499,9 @@ def _kernel_passes(bp: BucketProgram, backend: Backend) -> BucketProgram:
 
     bp = split_regions(bp, makes_kernel)
     if backend.copies_as_kernels:
+        from thunder_aot.exporter.fill import fills_to_regions
+
+        bp = fills_to_regions(bp, makes_kernel)
         bp = copies_to_regions(bp, contiguous_outputs, makes_kernel)
     bp = drop_no_op_calls(bp, contiguous_outputs)
     if backend.fuses_routing:
