@@ -86,12 +86,17 @@ def uses_device(region: Region) -> bool:
     return ops_use_device(region.ops)
 
 
+def torch_call_expression(call: TorchCall) -> str:
+    """``target(args, kwargs)``: the call as Python."""
+    args = [render_arg(a) for a in call.args] + [f"{k}={render_arg(v)}" for k, v in call.kwargs]
+    return f"{call.target}({', '.join(args)})"
+
+
 def torch_call_line(call: TorchCall, comment: str | None = None) -> "Line":
     """``outputs = target(args, kwargs)``, commented with its source line (or ``comment``)."""
-    args = [render_arg(a) for a in call.args] + [f"{k}={render_arg(v)}" for k, v in call.kwargs]
     targets = ", ".join(o.name for o in call.outputs)
     text = comment if comment is not None else (call.source.comment() if call.source else "")
-    return Line(f"{targets} = {call.target}({', '.join(args)})", text)
+    return Line(f"{targets} = {torch_call_expression(call)}", text)
 
 
 def source_comments(ops) -> list[str]:

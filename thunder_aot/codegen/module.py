@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from thunder_aot import __version__
 from thunder_aot.backends.base import (
-    Backend, Line, RegionView, ops_use_device, render_arg, render_dim, torch_call_line, tuple_text,
+    Backend, Line, RegionView, ops_use_device, render_arg, render_dim, torch_call_expression, torch_call_line, tuple_text,
 )
 from thunder_aot.codegen.per_shape import bind_per_shape
 from thunder_aot.exporter.generalize import env_inside
@@ -234,10 +234,8 @@ def _merged_call_line(call: TorchCall, members: dict[str, tuple[str, ...]]) -> L
     bias = call.args[2] if len(call.args) == 3 else None
     biases = members[bias.name] if isinstance(bias, Ref) else (None,) * len(weights)
     parts = ", ".join(f"{call.target}({x}, {w}, {b})" for w, b in zip(weights, biases))
-    merged = torch_call_line(call)
-    target = call.outputs[0].name
-    code = f"{target} = (\n    torch.cat(({parts},), -1)\n    if dynamo_compiling()\n    else {merged.code.partition(' = ')[2]}\n)"
-    return Line(code, merged.comment)
+    code = f"torch.cat(({parts},), -1)\n    if dynamo_compiling()\n    else {torch_call_expression(call)}"
+    return Line(f"{call.outputs[0].name} = (\n    {code}\n)", call.source.comment() if call.source else "")
 
 
 def _warmup_entry(bucket: Bucket) -> WarmupEntry:

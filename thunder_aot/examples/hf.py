@@ -347,7 +347,6 @@ def cohere_decoder_layer():
     return _randomize(DecoderLayer(CohereDecoderLayer(_small_config(CohereConfig, use_qk_norm=True), 0)), 46)
 
 
-
 def gemma3_decoder_layer():
     """Gemma 3's layer: RMSNorms over each head of q and k, four norms around attention and MLP."""
     from transformers import Gemma3TextConfig
@@ -399,6 +398,7 @@ def qwen3_moe_decoder_layer():
     config = _small_config(Qwen3MoeConfig, head_dim=64, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=128)
     config._experts_implementation = "grouped_mm"
     return _randomize(DecoderLayer(Qwen3MoeDecoderLayer(config, 0)), 51).to(torch.bfloat16)
+
 
 class Block(nn.Module):
     """A transformers block called with its hidden states alone (GPT-2: no rotary inputs)."""
