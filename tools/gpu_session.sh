@@ -107,6 +107,9 @@
 #          DeepSeek-V3 layers) exported and verified on the GPU with the Triton backend
 #   models48: the seed RMSNorm's Triton module against the floor (tools/overhead.py) and benched at S = 1, 2048,
 #          65536 (copy bandwidth), then the Triton GPU tests
+#   models50: where the seed RMSNorm's module floor spends its time over the floor (tools/overhead.py: the
+#          nn.Module call, the hook tests, the grad-mode and device tests, each added to the floor alone),
+#          the nvFuser overhead table, then the Triton GPU tests
 #   final: after a Triton change: the Triton GPU tests (also cuda:1, models), the Triton hot-path layers,
 #          then rmsnorm and softmax benched
 set -u
@@ -377,6 +380,12 @@ elif [ "${1:-full}" = models49 ]; then
       -k "views_on_the_gpu and (latent_norm or keys_fill)"
   step 400 gpu_tests_families python3 -m pytest -m gpu tests/test_gpu_models.py -q -p no:cacheprovider -rs --tb=long \
       -k "triton and (gemma3 or phi_decoder or stablelm or qwen3_moe_decoder or deepseek)"
+elif [ "${1:-full}" = models50 ]; then
+  step 300 overhead_triton python3 tools/overhead.py --backends triton --rounds 15 --min-run-time 0.05 \
+      --only "guard only" --out "$W/overhead_triton.md"
+  step 150 overhead_nvfuser python3 tools/overhead.py --backends nvfuser --rounds 5 --min-run-time 0.05 \
+      --out "$W/overhead_nvfuser.md"
+  step 200 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads"
 elif [ "${1:-full}" = models48 ]; then
   step 160 overhead_triton python3 tools/overhead.py --backends triton --rounds 15 --min-run-time 0.05 \
       --only "guard only,generated forward()" --out "$W/overhead_triton.md"

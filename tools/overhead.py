@@ -33,6 +33,15 @@ from thunder_aot.verify import load_module_from_text
 SOURCE = "thunder_aot.examples.gpt_oss:rmsnorm"
 FLOOR = "floor: guard + _empty_strided_cuda + C launch"
 MODULE_FLOOR = "floor as an nn.Module: + hook, grad-mode and device tests"
+FLOOR_CALL = "floor called as an nn.Module, no tests"
+FLOOR_HOOKS = "floor + hook tests"
+FLOOR_GRAD_DEVICE = "floor + grad-mode and device tests"
+
+#: the per-round ratios the Triton table gives: the module against each floor, and each obligation's cost
+RATIOS_TO_FLOOR = (("generated module()", FLOOR), (MODULE_FLOOR, FLOOR), ("generated module()", MODULE_FLOOR),
+                   (FLOOR_CALL, FLOOR), (FLOOR_HOOKS, FLOOR), (FLOOR_GRAD_DEVICE, FLOOR))
+RATIO_NAMES = {"generated module()": "module", FLOOR: "floor", MODULE_FLOOR: "module floor", FLOOR_CALL: "floor called",
+               FLOOR_HOOKS: "floor + hooks", FLOOR_GRAD_DEVICE: "floor + grad, device"}
 
 
 def cases_for(backend: str, gen, aot, unchecked, x, w) -> dict:
@@ -85,6 +94,30 @@ def cases_for(backend: str, gen, aot, unchecked, x, w) -> dict:
 
         module_floor = ModuleFloor()
         cases[MODULE_FLOOR] = lambda: module_floor(x)
+
+        # the module floor's obligations one at a time, each added to the floor alone: where its cost goes
+        class CallOnly(torch.nn.Module):  # calling an nn.Module instance (a Python __call__), no tests
+            def __call__(self, x):
+                return floor()
+
+        call_only, state = CallOnly(), CallOnly().__dict__
+        cases[FLOOR_CALL] = lambda: call_only(x)
+
+        def floor_hooks():
+            if (state["_forward_pre_hooks"] or state["_forward_hooks"] or state["_backward_pre_hooks"]
+                    or state["_backward_hooks"] or "_compiled_call_impl" in state or "forward" in state
+                    or GLOBAL_FORWARD_PRE_HOOKS or GLOBAL_FORWARD_HOOKS or GLOBAL_BACKWARD_PRE_HOOKS
+                    or GLOBAL_BACKWARD_HOOKS):
+                return None
+            return floor()
+
+        cases[FLOOR_HOOKS] = floor_hooks
+
+        def floor_grad_device():
+            if not is_grad_enabled() and device == current_device():
+                return floor()
+
+        cases[FLOOR_GRAD_DEVICE] = floor_grad_device
     s = x.shape[1]
     cases["checks only"] = lambda: (
         isinstance(x, torch.Tensor) and x.is_cuda and x.is_contiguous()
@@ -132,7 +165,7 @@ def main() -> None:
             cases = cases_for(backend, gen, aot, unchecked, x, w)
             if args.only:
                 wanted = set(args.only.split(",")) | {"bare", "generated module()", "unchecked module()"}
-                wanted |= {FLOOR, MODULE_FLOOR} if backend == "triton" else {"fd.execute"}
+                wanted |= {FLOOR, MODULE_FLOOR, FLOOR_CALL, FLOOR_HOOKS, FLOOR_GRAD_DEVICE} if backend == "triton" else {"fd.execute"}
                 cases = {k: v for k, v in cases.items() if k in wanted}
             names = list(cases)
             samples = interleaved_times(cases, args.rounds, args.min_run_time)
@@ -141,7 +174,7 @@ def main() -> None:
             if FLOOR in row:
                 ratios.append(row[FLOOR] / row["bare"])
                 # the module against each floor, and the floors, per round (timed in the same round: drift hits them alike)
-                for a, b in (("generated module()", FLOOR), (MODULE_FLOOR, FLOOR), ("generated module()", MODULE_FLOOR)):
+                for a, b in RATIOS_TO_FLOOR:
                     ratios.append(statistics.median(m / f for m, f in zip(samples[a], samples[b])))
             if "fd.execute" in row:
                 ratios += [row["generated module()"] / row["fd.execute"], row["unchecked module()"] / row["fd.execute"]]
@@ -150,8 +183,8 @@ def main() -> None:
             print(f"{backend} {line}", flush=True)
         ratio_names = ["module / bare", "unchecked / bare"]
         ratio_names += (["module / fd.execute", "unchecked / fd.execute"] if backend == "nvfuser"
-                        else ["floor / bare", "module / floor (median of rounds)", "module floor / floor (median of rounds)",
-                              "module / module floor (median of rounds)"])
+                        else ["floor / bare"] + [f"{RATIO_NAMES.get(a, a)} / {RATIO_NAMES.get(b, b)} (median of rounds)"
+                                                 for a, b in RATIOS_TO_FLOOR])
         header = f"### {backend}\n\n| S | " + " | ".join(names + ratio_names) + " |\n" + "|---" * (len(names) + len(ratio_names) + 1) + "|"
         tables.append(header + "\n" + "\n".join(lines) + "\n")
     text = "\n".join(tables)
