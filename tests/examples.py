@@ -112,6 +112,12 @@ HF_SUBMODULES = [
     ("thunder_aot.examples.hf:deepseek_v3_decoder_layer", "1x[S=1..64]x256, 1x[S]x16, 1x[S]x16",
      _LAYER_CALLS | {"torch.split", "torch.Tensor.expand", "torch.Tensor.new_empty", "torch.Tensor.__getitem__",
                      "torch.Tensor.copy_"}),
+    # Falcon's linear layers multiply by the weight's transpose (input @ weight.T: a view, no copy of
+    # the weight: exporter.views) and its fused projection is split by basic and one-position list
+    # indices (kernels load them: exporter.slices; nvFuser leaves them to torch)
+    ("thunder_aot.examples.hf:falcon_decoder_layer", "1x[S=1..64]x256, 1x[S]x64, 1x[S]x64",
+     {"torch.matmul", "torch.nn.functional.scaled_dot_product_attention", "torch.Tensor.view", "torch.permute",
+      "torch.reshape", "torch.Tensor.__getitem__"}),
 ]
 #: what issue 17 lets stay torch calls in a Triton module of a transformers submodule: matmuls,
 #: attention, embeddings and shape-only views (a Triton export's calls are held to it, the nvFuser

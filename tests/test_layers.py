@@ -78,3 +78,29 @@ def test_strided_rotary_tables_reach_the_kernels_contiguous_once_per_pair():
     torch.testing.assert_close(updated[0], cos, rtol=0, atol=0)
     plain = (torch.randn(1, 7, 32), torch.randn(1, 7, 32))
     assert contiguous_rotary(plain) is plain
+
+
+def test_a_falcon_layer_gets_alibi_none_and_its_cache_as_layer_past():
+    """Falcon's layer takes a required ``alibi`` (None: rotary embeddings) and its KV cache as
+    ``layer_past``: the layer calls pass both (a Llama layer needs neither), so the cache call
+    appends the step's keys and values; an adapter refuses a cache under any keyword, and serves
+    calls whose other keywords are flags."""
+    from thunder_aot.examples.hf import falcon_decoder_layer, llama_decoder_layer
+    from thunder_aot.layers import DecoderLayerCacheCall, LayerAdapter, LayerKeywords, StepCache
+
+    falcon = falcon_decoder_layer()
+    keywords = LayerKeywords.of(falcon.layer)
+    assert (keywords.nones, keywords.cache) == ({"alibi": None}, "layer_past")
+    keywords = LayerKeywords.of(llama_decoder_layer().layer)
+    assert (keywords.nones, keywords.cache) == ({}, "past_key_values")
+    torch.manual_seed(0)
+    x, cos, sin = torch.randn(1, 3, 256), torch.randn(1, 3, 64), torch.randn(1, 3, 64)
+    past = torch.randn(1, 4, 2, 64)
+    assert falcon(x, cos, sin).shape == (1, 3, 256)
+    out, keys, values = DecoderLayerCacheCall(falcon.layer)(x, cos, sin, past, past)
+    assert out.shape == (1, 3, 256) and keys.shape == values.shape == (1, 4, 5, 64)
+    assert torch.equal(keys[:, :, :2], past)
+    cache = StepCache(past, past)
+    assert LayerAdapter._unserved(None, None, (cos, sin), {"layer_past": cache, "alibi": None}) == "a layer_past argument"
+    assert LayerAdapter._unserved(None, None, (cos, sin), {"alibi": None, "output_attentions": False}) is None
+    assert LayerAdapter._unserved(None, None, (cos, sin), {"alibi": cos}) == "tensor keyword arguments"

@@ -412,6 +412,66 @@ def test_a_tensor_filled_slice_by_slice_is_one_kernel():
     kept, _ = calls("tests.view_modules:keys_fill_read_between")
     assert {"torch.Tensor.new_empty", "torch.Tensor.copy_", "torch.Tensor.expand"} <= set(kept)
 
+def test_basic_indices_and_a_weights_transpose_are_no_torch_calls(monkeypatch):
+    """Falcon's fused projection, ``(x * 2) @ weight.T`` split by ``[:-2]``, ``[[-2]]``, ``[[-1]]``
+    (and integer indices, which Thunder fuses itself): the indices are slices inside the kernel that
+    reads them (exporter.slices), and the weight's transpose, which Thunder puts in the region beside
+    the scaling, is a view the matmul reads (exporter.views), not a kernel copying the weight each
+    call. Without the slices pass the indices stay torch calls. (The kernels are checked against the
+    source in test_regions_with_views_inside_are_one_kernel_each.)"""
+    import thunder_aot.exporter.slices as slices
+    from thunder_aot.exporter import ExportRequest, build_program
+    from thunder_aot.model import Ref, TorchCall
+    from tests.view_modules import FUSED_SPLIT_SHAPES
+
+    request = ExportRequest("tests.view_modules:fused_projection_split", (FUSED_SPLIT_SHAPES,), backend="triton")
+    (bp,), = [build_program(request, progress=lambda m: None)[0].programs]
+    calls = [s for s in bp.steps if isinstance(s, TorchCall)]
+    assert sorted(c.target for c in calls) == ["torch.Tensor.view", "torch.matmul", "torch.permute"]
+    weight = next(v.name for v in bp.inputs if v.name.endswith("weight"))
+    permute = next(c for c in calls if c.target == "torch.permute")
+    assert permute.args[0] == Ref(weight)
+    assert not any(weight in {v.name for v in r.inputs} for r in bp.regions())
+    reader = next(r for r in bp.regions() if any(op.prim == "squeeze" for op in r.ops))
+    assert [op.prim for op in reader.ops][:3] == ["slice"] * 3  # the three indices, in front of Thunder's ops
+    monkeypatch.setattr(slices, "absorb_slices", lambda bp, makes_kernel: bp)
+    (kept,), = [build_program(request, progress=lambda m: None)[0].programs]
+    assert [s.target for s in kept.steps if isinstance(s, TorchCall)].count("torch.Tensor.__getitem__") == 3
+
+
+def test_basic_index_reads_only_indices_a_slice_computes():
+    """exporter.slices takes constant slices (any bounds on a static dim, ``:`` on a dynamic one),
+    ``...``, integers and one-position lists; not a boolean or longer list, a step, ``None``, an
+    index out of range or a constant bound on a dynamic dim."""
+    from thunder_aot.exporter.slices import basic_index
+    from thunder_aot.model import Const, Ref, Seq, SliceArg, SymDim, TensorSpec, TorchCall, TorchName, Value
+
+    S = SymDim("S")
+    specs = {"x": TensorSpec((1, S, 2, 4, 16), "float32")}
+    full = SliceArg(Const(None), Const(None), Const(None))
+
+    def index(items, out_shape):
+        call = TorchCall("torch.Tensor.__getitem__", (Value("y", TensorSpec(out_shape, "float32")),),
+                         (Ref("x"), Seq(tuple(items))))
+        return basic_index(call, specs)
+
+    got = index([full, full, full, SliceArg(Const(None), Const(-2), Const(None))], (1, S, 2, 2, 16))
+    assert (got.starts, got.ends, got.squeezed) == ((0, 0, 0, 0, 0), (1, S, 2, 2, 16), ())
+    got = index([TorchName("..."), Seq((Const(-2),), is_list=True), full], (1, S, 2, 1, 16))
+    assert (got.starts[3], got.ends[3], got.squeezed) == (2, 3, ())
+    got = index([full, full, Const(0), Const(-1)], (1, S, 16))
+    assert (got.starts[2:4], got.ends[2:4], got.squeezed) == ((0, 3), (1, 4), (2, 3))
+    refused = [
+        ([full, full, full, Seq((Const(True),), is_list=True)], (1, S, 2, 1, 16)),
+        ([full, full, full, Seq((Const(0), Const(1)), is_list=True)], (1, S, 2, 2, 16)),
+        ([full, full, full, SliceArg(Const(None), Const(None), Const(2))], (1, S, 2, 2, 16)),
+        ([full, Const(None)], (1, 1, S, 2, 4, 16)),
+        ([full, full, Const(2)], (1, S, 4, 16)),
+        ([full, SliceArg(Const(None), Const(5), Const(None))], (1, 5, 2, 4, 16)),
+    ]
+    assert [index(items, shape) for items, shape in refused] == [None] * len(refused)
+
+
 def test_a_part_no_kernel_takes_runs_as_its_part_of_the_source_calls():
     """A region of a column softmax (no kernel past 8192 rows) beside an RMSNorm of another input:
     the norm becomes a kernel, the softmax runs as its own source calls (not the norm's), and the

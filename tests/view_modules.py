@@ -237,6 +237,31 @@ class KeysFill(nn.Module):
         return keys * 0.5 if first is None else (keys * 0.5, first)
 
 
+
+class FusedProjectionSplit(nn.Module):
+    """Falcon's attention inputs (new_decoder_architecture): a projection by the weight's transpose
+    (``input @ weight.T``, the transpose in the region beside the scaled input: a view, not a copy of
+    the weight, exporter.views), laid out by KV group and split by basic and one-position list
+    indices (``[:-2]``, ``[[-2]]``, ``[[-1]]``) and an integer index, the keys and values broadcast to
+    the query heads. exporter.slices puts the indices into the kernel that reads them."""
+
+    groups, per_group, head_dim, hidden = 2, 2, 16, 64
+
+    def __init__(self) -> None:
+        super().__init__()
+        rows = self.groups * (self.per_group + 2) * self.head_dim
+        self.weight = nn.Parameter(torch.randn(rows, self.hidden) * self.hidden**-0.5)
+
+    def forward(self, x: torch.Tensor):
+        b, s, _ = x.shape
+        qkv = (x * 2.0) @ self.weight.T
+        qkv = qkv.view(b, s, self.groups, self.per_group + 2, self.head_dim)
+        query, key, value = qkv[:, :, :, :-2], qkv[:, :, :, [-2]], qkv[:, :, :, [-1]]
+        key, value = torch.broadcast_to(key, query.shape), torch.broadcast_to(value, query.shape)
+        first = qkv[:, :, 0, 0]  # the first group's first head: integer indices (squeezed dims)
+        query, key, value = (t.flatten(2, 3) for t in (query, key, value))
+        return query * 0.125 + first.unsqueeze(2), (key * value).transpose(1, 2)
+
 def two_shapes() -> TwoShapes:
     return TwoShapes()
 
@@ -249,6 +274,8 @@ def column_softmax() -> ColumnSoftmax:
 LATENT_SHAPES = "1x[S=1..40]x192:bf16, 1x[S]x48:bf16, 1x[S]x16:bf16, 1x[S]x16:bf16"
 #: KeysFill's inputs: the keys' first 32 of each of 4 heads, and a rotary part of 16 all heads share
 KEYS_FILL_SHAPES = "1x4x[S=1..40]x32:bf16, 1x1x[S]x16:bf16"
+#: FusedProjectionSplit's input: hidden states of 64
+FUSED_SPLIT_SHAPES = "1x[S=1..40]x64:fp32"
 #: (import path, shapes): every region one Triton kernel (or, for a region of independent parts, one per group of them)
 KERNELS = [
     ("tests.view_modules:heads_rotary", "1x[S=1..40]x128:bf16, 1x[S]x32:bf16, 1x[S]x32:bf16"),
@@ -264,6 +291,7 @@ KERNELS = [
     ("tests.view_modules:sink_softmax", "1x4x[S=1..40]x[S]:bf16, 1x1x[S]x[S]:bf16"),
     ("tests.view_modules:latent_norm_and_rotary", LATENT_SHAPES),
     ("tests.view_modules:keys_fill", KEYS_FILL_SHAPES),
+    ("tests.view_modules:fused_projection_split", FUSED_SPLIT_SHAPES),
 ]
 #: (import path, shapes): a region no Triton kernel takes
 SOURCE_CALLS = [("tests.view_modules:column_softmax", "[2..9000]x8:bf16")]
@@ -299,6 +327,10 @@ def latent_norm_and_rotary() -> LatentNormAndRotary:
 def column_softmax_beside_norm() -> ColumnSoftmaxBesideNorm:
     return ColumnSoftmaxBesideNorm()
 
+
+
+def fused_projection_split() -> FusedProjectionSplit:
+    return _seeded(FusedProjectionSplit())
 
 def keys_fill() -> KeysFill:
     return KeysFill()

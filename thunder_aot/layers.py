@@ -16,6 +16,7 @@ cache, rotary embeddings given, shapes inside a bucket) and the original layer f
 from __future__ import annotations
 
 import collections
+import inspect
 
 import torch
 from torch import nn
@@ -24,8 +25,35 @@ from thunder_aot.runtime import adopt_state
 
 __all__ = [
     "DecoderLayerCall", "DecoderLayerCacheCall", "DecoderLayerMaskCall", "DecoderStackCall", "LastTokenLogits", "LayerAdapter",
-    "LayerStack", "StackAdapter",
+    "LayerKeywords", "LayerStack", "StackAdapter",
 ]
+
+
+class LayerKeywords:
+    """What a decoder layer's ``forward`` takes beyond the keywords every transformers layer shares:
+    ``nones``, its required parameters that a call without them leaves unset, each given None
+    (Falcon's ``alibi``: None where the layer applies rotary embeddings), and ``cache``, the keyword
+    its KV cache goes by (``past_key_values``; Falcon's ``layer_past``)."""
+
+    #: what the layer calls of this module pass themselves
+    PASSED = frozenset({"attention_mask", "position_embeddings", "past_key_values", "use_cache"})
+
+    def __init__(self, nones: dict[str, None], cache: str) -> None:
+        self.nones, self.cache = nones, cache
+
+    @classmethod
+    def of(cls, layer: nn.Module) -> "LayerKeywords":
+        try:
+            parameters = list(inspect.signature(layer.forward).parameters.values())
+        except (TypeError, ValueError):  # no signature to read: transformers' common keywords
+            return cls({}, "past_key_values")
+        names = {p.name for p in parameters}
+        required = [
+            p.name for p in parameters[1:]  # after hidden_states
+            if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in cls.PASSED
+        ]
+        cache = "layer_past" if "layer_past" in names and "past_key_values" not in names else "past_key_values"
+        return cls(dict.fromkeys(required), cache)
 
 
 class DecoderLayerCall(nn.Module):
@@ -36,9 +64,10 @@ class DecoderLayerCall(nn.Module):
     def __init__(self, layer: nn.Module) -> None:
         super().__init__()
         self.layer = layer
+        self._keywords = LayerKeywords.of(layer)
 
     def forward(self, hidden_states: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        out = self.layer(hidden_states, attention_mask=None, position_embeddings=(cos, sin))
+        out = self.layer(hidden_states, attention_mask=None, position_embeddings=(cos, sin), **self._keywords.nones)
         return out[0] if isinstance(out, tuple) else out
 
 
@@ -52,9 +81,12 @@ class DecoderLayerMaskCall(nn.Module):
     def __init__(self, layer: nn.Module) -> None:
         super().__init__()
         self.layer = layer
+        self._keywords = LayerKeywords.of(layer)
 
     def forward(self, hidden_states, cos, sin, attention_mask):
-        out = self.layer(hidden_states, attention_mask=attention_mask, position_embeddings=(cos, sin))
+        out = self.layer(
+            hidden_states, attention_mask=attention_mask, position_embeddings=(cos, sin), **self._keywords.nones
+        )
         return out[0] if isinstance(out, tuple) else out
 
 
@@ -148,12 +180,12 @@ class DecoderLayerCacheCall(nn.Module):
     def __init__(self, layer: nn.Module) -> None:
         super().__init__()
         self.layer = layer
+        self._keywords = LayerKeywords.of(layer)
 
     def forward(self, hidden_states, cos, sin, past_keys, past_values):
         cache = StepCache(past_keys, past_values)
-        out = self.layer(
-            hidden_states, attention_mask=None, position_embeddings=(cos, sin), past_key_values=cache, use_cache=True
-        )
+        keywords = {**self._keywords.nones, self._keywords.cache: cache}
+        out = self.layer(hidden_states, attention_mask=None, position_embeddings=(cos, sin), use_cache=True, **keywords)
         return (out[0] if isinstance(out, tuple) else out), cache.keys, cache.values
 
 
@@ -254,8 +286,9 @@ class LayerAdapter(nn.Module):
             return "an attention mask"
         if position_embeddings is None:
             return "no position_embeddings"
-        if any(isinstance(v, torch.Tensor) for v in kwargs.values()):
-            return "tensor keyword arguments"
+        for name, value in kwargs.items():  # a flag passes; a tensor, a cache (Falcon's layer_past) or a tuple of them does not
+            if not (value is None or isinstance(value, (bool, int, float, str))):
+                return "tensor keyword arguments" if isinstance(value, torch.Tensor) else f"a {name} argument"
         return None
 
     def extra_repr(self) -> str:

@@ -202,11 +202,16 @@ def writes_in_place(step: Step) -> bool:
     return leaf.endswith("_") and not leaf.startswith("__")
 
 
+def op_reads(op: PrimOp | TorchCall) -> list[str]:
+    """The names of the tensors a prim or a torch call reads (its arguments and keyword arguments)."""
+    return [n for a in (*op.args, *(v for _, v in op.kwargs)) for n in arg_refs(a)]
+
+
 def step_reads(step: Step) -> list[str]:
     """The names of the tensors a step reads: a region's inputs, a call's tensor arguments."""
     if isinstance(step, Region):
         return [v.name for v in step.inputs]
-    return [n for a in step.args for n in arg_refs(a)] + [n for _, v in step.kwargs for n in arg_refs(v)]
+    return op_reads(step)
 
 
 @dataclass(frozen=True)

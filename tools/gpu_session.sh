@@ -109,7 +109,8 @@
 #          65536 (copy bandwidth), then the Triton GPU tests
 #   models50: where the seed RMSNorm's module floor spends its time over the floor (tools/overhead.py: the
 #          nn.Module call, the hook tests, the grad-mode and device tests, each added to the floor alone),
-#          the nvFuser overhead table, then the Triton GPU tests
+#          the nvFuser overhead table, then the Triton GPU tests (with exporter.slices' view module), then
+#          Falcon's layer (exporter.slices, exporter.views on a weight's transpose) exported and verified with Triton
 #   final: after a Triton change: the Triton GPU tests (also cuda:1, models), the Triton hot-path layers,
 #          then rmsnorm and softmax benched
 set -u
@@ -386,6 +387,8 @@ elif [ "${1:-full}" = models50 ]; then
   step 150 overhead_nvfuser python3 tools/overhead.py --backends nvfuser --rounds 5 --min-run-time 0.05 \
       --out "$W/overhead_nvfuser.md"
   step 200 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads"
+  step 200 gpu_tests_falcon python3 -m pytest -m gpu tests/test_gpu_models.py -q -p no:cacheprovider -rs --tb=long \
+      -k "triton and falcon"
 elif [ "${1:-full}" = models48 ]; then
   step 160 overhead_triton python3 tools/overhead.py --backends triton --rounds 15 --min-run-time 0.05 \
       --only "guard only,generated forward()" --out "$W/overhead_triton.md"

@@ -375,6 +375,22 @@ def stablelm_decoder_layer():
     return _randomize(DecoderLayer(StableLmDecoderLayer(config, 0)), 49)
 
 
+
+def falcon_decoder_layer():
+    """Falcon's layer as Falcon-40B and -180B build it (new_decoder_architecture): one fused qkv
+    projection laid out by KV group and split with list indices, the keys and values broadcast to
+    the query heads, two LayerNorms before attention and MLP in parallel. Its forward takes
+    ``alibi`` (None: rotary embeddings) and its KV cache as ``layer_past``."""
+    from transformers import FalconConfig
+    from transformers.models.falcon.modeling_falcon import FalconDecoderLayer
+
+    config = FalconConfig(
+        hidden_size=HIDDEN, num_attention_heads=4, num_kv_heads=2, new_decoder_architecture=True, num_hidden_layers=2,
+        vocab_size=512, max_position_embeddings=256, ffn_hidden_size=512,
+    )
+    config._attn_implementation = "sdpa"
+    return _randomize(DecoderLayer(FalconDecoderLayer(config, 0)), 52)
+
 def deepseek_v3_decoder_layer():
     """DeepSeek-V3's first (dense) layer: multi-head latent attention (queries and keys through
     low-rank projections with RMSNorms, an interleaved rotary over a 16-wide part of each head, the

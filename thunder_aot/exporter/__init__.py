@@ -475,7 +475,7 @@ def _kernel_passes(bp: BucketProgram, backend: Backend) -> BucketProgram:
     as concatenations (exporter.fill), copies of permuted views as regions
     and calls that copy nothing dropped (exporter.copies), a mixture of experts' routing
     bookkeeping in one program (exporter.routing), gathers into their readers (exporter.gather),
-    regions into the regions that read them (exporter.join), transposed outputs that only matmuls
+    basic indices into their readers (exporter.slices), regions into the regions that read them (exporter.join), transposed outputs that only matmuls
     read written untransposed, read as views (exporter.views), then a router's top-k a region of
     its own (exporter.topk)."""
     views: dict[Region, object] = {}
@@ -512,6 +512,10 @@ def _kernel_passes(bp: BucketProgram, backend: Backend) -> BucketProgram:
         from thunder_aot.exporter.gather import absorb_gathers
 
         bp = absorb_gathers(bp, makes_kernel)
+    if backend.slices_region_inputs:
+        from thunder_aot.exporter.slices import absorb_slices
+
+        bp = absorb_slices(bp, makes_kernel)
     if backend.joins_regions:
         from thunder_aot.exporter.join import join_regions
 

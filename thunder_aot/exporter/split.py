@@ -18,12 +18,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from thunder_aot.model import BucketProgram, PrimOp, Region, TorchCall, arg_refs, step_reads
-
-
-def _op_reads(op: PrimOp) -> list[str]:
-    """The names of the tensors an op reads (its arguments and keyword arguments)."""
-    return [n for a in (*op.args, *(v for _, v in op.kwargs)) for n in arg_refs(a)]
+from thunder_aot.model import BucketProgram, Region, TorchCall, op_reads, step_reads
 
 
 def components(region: Region) -> list[list[int]]:
@@ -39,7 +34,7 @@ def components(region: Region) -> list[list[int]]:
 
     maker: dict[str, int] = {}
     for i, op in enumerate(region.ops):
-        for name in _op_reads(op):
+        for name in op_reads(op):
             if name in maker:
                 parent[root(i)] = root(maker[name])
         for o in op.outputs:
@@ -70,7 +65,7 @@ def _part(region: Region, indices: list[int], name: str, with_source: bool) -> R
     ``with_source``: with its part of the region's source calls (None where they cannot be told apart)."""
     ops = tuple(region.ops[i] for i in indices)
     made = {o.name for op in ops for o in op.outputs}
-    reads = {n for op in ops for n in _op_reads(op)}
+    reads = {n for op in ops for n in op_reads(op)}
     outputs = tuple(o for o in region.outputs if o.name in made)
     calls: tuple[TorchCall, ...] = ()
     if with_source:

@@ -1,0 +1,179 @@
+"""Slices into kernels: ``x[..., a:b]`` read only by regions becomes a ``slice`` in each of them.
+
+Basic indexing that Thunder's fusion pass leaves to torch (a ``__getitem__`` call outside every
+region) is a view, but the kernel that reads it gets a strided tensor and copies it first
+(``.contiguous()``). Falcon's attention splits its fused projection as ``qkv[:, :, :, :-2]``,
+``qkv[:, :, :, [-2]]`` and ``qkv[:, :, :, [-1]]``: three torch calls (the last two gathers, each a
+copy) and three copies in front of the rotary kernel. Where every reader of such an index is a
+region that the backend still makes one kernel of with the index inside (a ``slice`` prim, and a
+``squeeze`` for an integer index, prepended to its ops: the kernel loads ``x`` at the sliced
+positions), the torch call goes; the region's source-level calls (its fallback) get the index back
+in front.
+
+Indices taken: slices with constant bounds and no step (any bounds on a static dim, only ``:`` on
+a dynamic one), ``...``, integers, and lists of one integer (``[k]``: a gather of one position,
+the same values as ``k:k + 1``). Only backends with ``slices_region_inputs`` take this; an index
+the program returns, one a torch call reads, or one with an in-place write between it and a reader,
+stays as it is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from thunder_aot.model import (
+    BucketProgram, Const, Dim, PrimOp, Ref, Region, Seq, SizeArg, SliceArg, TensorSpec, TorchCall, TorchName, Value,
+    step_reads, writes_in_place,
+)
+
+GETITEM = "torch.Tensor.__getitem__"
+
+
+@dataclasses.dataclass(frozen=True)
+class BasicIndex:
+    """``x[index]`` as Thunder's prims: ``slice(x, starts, ends)`` per dim, then the integer-indexed
+    dims squeezed."""
+
+    source: str
+    starts: tuple[int, ...]
+    ends: tuple[Dim, ...]  # a dynamic dim where the slice is ``:``
+    squeezed: tuple[int, ...]
+
+
+def _bound(value: object, size: int, default: int) -> int | None:
+    """A constant slice bound on a dim of static ``size``, clamped as Python clamps it."""
+    if value is None:
+        return default
+    if type(value) is not int:
+        return None
+    if value < 0:
+        value += size
+    return min(max(value, 0), size)
+
+
+def basic_index(call: object, specs: dict[str, TensorSpec]) -> BasicIndex | None:
+    """The slices of ``call`` where it is ``x[index]`` with a basic index this pass takes, else None."""
+    if not (isinstance(call, TorchCall) and call.target == GETITEM and len(call.args) == 2 and not call.kwargs
+            and len(call.outputs) == 1 and isinstance(call.args[0], Ref) and call.args[0].name in specs):
+        return None
+    shape = specs[call.args[0].name].shape
+    index = call.args[1]
+    items = list(index.items) if isinstance(index, Seq) and not index.is_list else [index]
+    ellipses = [k for k, item in enumerate(items) if item == TorchName("...")]
+    if len(ellipses) > 1:
+        return None
+    if ellipses:
+        k = ellipses[0]
+        items[k:k + 1] = [SliceArg(Const(None), Const(None), Const(None))] * (len(shape) - len(items) + 1)
+    if len(items) > len(shape):
+        return None
+    items += [SliceArg(Const(None), Const(None), Const(None))] * (len(shape) - len(items))
+    starts, ends, squeezed = [], [], []
+    for dim, (item, size) in enumerate(zip(items, shape)):
+        if isinstance(item, Seq) and item.is_list and len(item.items) == 1:
+            item = item.items[0]  # [k]: position k, its dim kept
+        elif isinstance(item, Const) and type(item.value) is int:
+            squeezed.append(dim)
+        elif isinstance(item, SliceArg):
+            if not all(isinstance(b, Const) for b in (item.start, item.stop, item.step)) or item.step.value not in (None, 1):
+                return None
+            if not isinstance(size, int):
+                if item.start.value not in (None, 0) or item.stop.value is not None:
+                    return None
+                starts.append(0)
+                ends.append(size)
+                continue
+            start, stop = _bound(item.start.value, size, 0), _bound(item.stop.value, size, size)
+            if start is None or stop is None or start >= stop:
+                return None
+            starts.append(start)
+            ends.append(stop)
+            continue
+        else:
+            return None
+        if not (isinstance(item, Const) and type(item.value) is int) or not isinstance(size, int):
+            return None
+        position = item.value + size if item.value < 0 else item.value
+        if not 0 <= position < size:
+            return None
+        starts.append(position)
+        ends.append(position + 1)
+    expected = tuple(e if not isinstance(e, int) else e - s for k, (s, e) in enumerate(zip(starts, ends)) if k not in squeezed)
+    if tuple(call.outputs[0].spec.shape) != expected:
+        return None
+    return BasicIndex(call.args[0].name, tuple(starts), tuple(ends), tuple(squeezed))
+
+
+def index_ops(out: Value, index: BasicIndex, specs: dict[str, TensorSpec], fresh: str) -> tuple[PrimOp, ...]:
+    """``out = x[index]`` as region ops (``fresh``: the name of the slice before its squeeze)."""
+    def dim(d):
+        return Const(d) if isinstance(d, int) else SizeArg(d)
+
+    sliced_shape = tuple(e if not isinstance(e, int) else e - s for s, e in zip(index.starts, index.ends))
+    sliced = out if not index.squeezed else Value(fresh, dataclasses.replace(out.spec, shape=sliced_shape))
+    ops = [PrimOp("slice", (sliced,), (Ref(index.source), Seq(tuple(Const(s) for s in index.starts)),
+                                       Seq(tuple(dim(e) for e in index.ends)), Seq(tuple(Const(1) for _ in index.starts))))]
+    if index.squeezed:
+        ops.append(PrimOp("squeeze", (out,), (Ref(fresh), Seq(tuple(Const(d) for d in index.squeezed)))))
+    return tuple(ops)
+
+
+def _with_index(region: Region, call: TorchCall, index: BasicIndex, specs: dict[str, TensorSpec], fresh: str) -> Region:
+    out = call.outputs[0]
+    had = {v.name for v in region.inputs}
+    inputs = []
+    for v in region.inputs:  # x takes the indexed tensor's place (where the region lacks it)
+        if v.name != out.name:
+            inputs.append(v)
+        elif index.source not in had:
+            inputs.append(Value(index.source, specs[index.source]))
+    return dataclasses.replace(
+        region,
+        inputs=tuple(inputs),
+        ops=(*index_ops(out, index, specs, fresh), *region.ops),
+        source_calls=(call, *region.source_calls) if region.source_calls else (),
+    )
+
+
+def _fresh(base: str, taken: set[str]) -> str:
+    name, n = f"{base}_sliced", 1
+    while name in taken:
+        n += 1
+        name = f"{base}_sliced{n}"
+    return name
+
+
+def absorb_slices(program: BucketProgram, makes_kernel: Callable[[Region], bool]) -> BucketProgram:
+    """``program`` with each basic index that only regions read moved into those regions, where every
+    one of them still makes a kernel (``makes_kernel``) with it inside."""
+    skipped: set[int] = set()
+    while True:
+        steps = list(program.steps)
+        specs = {v.name: v.spec for v in program.inputs}
+        for step in steps:
+            specs.update({o.name: o.spec for o in step.outputs})
+            if isinstance(step, Region):
+                specs.update({o.name: o.spec for op in step.ops for o in op.outputs})
+        for i, step in enumerate(steps):
+            if id(step) in skipped:
+                continue
+            index = basic_index(step, specs)
+            if index is None:
+                continue
+            out = step.outputs[0].name
+            readers = [k for k, s in enumerate(steps) if out in step_reads(s)]
+            if (out in program.outputs or not readers or any(not isinstance(steps[k], Region) for k in readers)
+                    or any(writes_in_place(s) for s in steps[i + 1:readers[-1]])):
+                skipped.add(id(step))
+                continue
+            fresh = _fresh(out, set(specs))
+            rewritten = {k: _with_index(steps[k], step, index, specs, fresh) for k in readers}
+            if not all(makes_kernel(r) for r in rewritten.values()):
+                skipped.add(id(step))
+                continue
+            new_steps = tuple(rewritten.get(k, s) for k, s in enumerate(steps) if k != i)
+            program = dataclasses.replace(program, steps=new_steps)
+            break
+        else:
+            return program
