@@ -36,8 +36,6 @@ from thunder_aot.runtime.triton import (
     current_device,
     eager_device,
     empty_strided_cuda,
-    nan_max,
-    nan_min,
     raw_stream,
 )
 import triton

@@ -9,7 +9,7 @@ import os
 import pytest
 import torch
 
-from tests.examples import HF_SUBMODULES, TRITON_CALLS
+from tests.examples import HF_SUBMODULES, TRITON_CALLS, TRITON_ONLY_SUBMODULES
 from tests.helpers import Logits
 from thunder_aot import replace
 from thunder_aot.errors import ExportError
@@ -189,7 +189,8 @@ def test_kernel_regions_get_contiguous_inputs_from_torch_calls():
         assert f"{name} = {name}.contiguous()" in text, name
 
 
-@pytest.mark.parametrize("source,shapes,unfused", HF_SUBMODULES, ids=[m[0].split(":")[1] for m in HF_SUBMODULES])
+@pytest.mark.parametrize("source,shapes,unfused", HF_SUBMODULES + TRITON_ONLY_SUBMODULES,
+                         ids=[m[0].split(":")[1] for m in HF_SUBMODULES + TRITON_ONLY_SUBMODULES])
 def test_every_region_of_transformers_submodules_is_a_triton_kernel(source, shapes, unfused):
     """The Triton backend takes every region Thunder forms in transformers' norms, MLP, rotary and
     decoder layers (Llama's, Qwen3's with its per-head norms): export reports none without a kernel,

@@ -120,6 +120,19 @@ class TanhGelu(nn.Module):
         return 0.5 * h * (1.0 + torch.tanh(0.7978845608 * (h + 0.044715 * torch.pow(h, 3.0))))
 
 
+
+class UnaryMath(nn.Module):
+    """The unary math Triton's core language lacks, written from its ops (runtime.triton's
+    ``math_*``): expm1 and log1p (softplus decomposes into it) where the plain formulas cancel,
+    exp2, log2, log10, trunc, sign, isfinite; pointwise, then under a row mean."""
+
+    def forward(self, x: torch.Tensor):
+        a = torch.expm1(x * 1e-3) + torch.log1p(x.abs() * 1e-4) + torch.nn.functional.softplus(x)
+        b = torch.exp2(x) - torch.log2(x.abs() + 1) + torch.log10(x.abs() + 2) + torch.trunc(x * 3) * torch.sign(x)
+        finite = torch.isfinite(x)
+        c = torch.where(finite, a + b, 0.0)
+        return c, (c - c.mean(-1, keepdim=True)).to(torch.bfloat16), finite
+
 class SinkSoftmax(nn.Module):
     """GPT-OSS's attention sinks: the scaled, masked scores and one sink logit per head side by side,
     a softmax over both, the sink's column dropped. The lanes walk the dynamic key dim, and the
@@ -292,6 +305,7 @@ KERNELS = [
     ("tests.view_modules:latent_norm_and_rotary", LATENT_SHAPES),
     ("tests.view_modules:keys_fill", KEYS_FILL_SHAPES),
     ("tests.view_modules:fused_projection_split", FUSED_SPLIT_SHAPES),
+    ("tests.view_modules:unary_math", "[1..40]x96:fp32"),
 ]
 #: (import path, shapes): a region no Triton kernel takes
 SOURCE_CALLS = [("tests.view_modules:column_softmax", "[2..9000]x8:bf16")]
@@ -331,6 +345,10 @@ def column_softmax_beside_norm() -> ColumnSoftmaxBesideNorm:
 
 def fused_projection_split() -> FusedProjectionSplit:
     return _seeded(FusedProjectionSplit())
+
+
+def unary_math() -> UnaryMath:
+    return UnaryMath()
 
 def keys_fill() -> KeysFill:
     return KeysFill()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -188,6 +189,11 @@ class Backend(ABC):
     views_for_strided_readers: bool = False
     #: whether ``torch.topk`` over a static last dim may be a region of one ``topk`` prim (``exporter.topk``)
     fuses_topk: bool = False
+
+    def imports_for(self, definitions: Sequence[RegionView]) -> tuple[str, ...]:
+        """The import lines of a module whose regions emit ``definitions`` (where a region runs a
+        kernel): all of :attr:`imports` unless the backend picks by what its kernels call."""
+        return self.imports
 
     @property
     def verify_device(self) -> str:

@@ -426,7 +426,7 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
         params_tuple=tuple_text([p.name for p in program.inputs]),
         imports=("import torch", _runtime_import(module_checks, kernels_run, any(
             getattr(v, "recorded", ()) for _, views in program_views for v in views.values()), bool(program.merged))),
-        backend_imports=backend.imports if runs_kernels else (),
+        backend_imports=backend.imports_for(definitions) if runs_kernels else (),
         preamble=backend.preamble if runs_kernels else (),
         runtime_version=RUNTIME_VERSION,
         class_name=program.class_name,

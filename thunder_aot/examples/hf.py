@@ -391,6 +391,42 @@ def falcon_decoder_layer():
     config._attn_implementation = "sdpa"
     return _randomize(DecoderLayer(FalconDecoderLayer(config, 0)), 52)
 
+
+def nemotron_decoder_layer():
+    """Nemotron's layer: LayerNorm1P (weights offset by one), a squared-ReLU MLP without a gate,
+    rotary over half of each head. Its cos and sin are 32 wide."""
+    from transformers import NemotronConfig
+    from transformers.models.nemotron.modeling_nemotron import NemotronDecoderLayer
+
+    return _randomize(DecoderLayer(NemotronDecoderLayer(_small_config(NemotronConfig, head_dim=64), 0)), 53)
+
+
+def persimmon_decoder_layer():
+    """Persimmon's layer: one fused qkv projection, per-head LayerNorms on q and k, rotary over half
+    of each head, a squared-ReLU MLP. Its cos and sin are 32 wide."""
+    from transformers import PersimmonConfig
+    from transformers.models.persimmon.modeling_persimmon import PersimmonDecoderLayer
+
+    config = _small_config(PersimmonConfig, num_key_value_heads=4, qk_layernorm=True)
+    return _randomize(DecoderLayer(PersimmonDecoderLayer(config, 0)), 54)
+
+
+def glm_decoder_layer():
+    """GLM's layer: one fused gate-up projection, an interleaved rotary over half of each head.
+    Its cos and sin are 32 wide."""
+    from transformers import GlmConfig
+    from transformers.models.glm.modeling_glm import GlmDecoderLayer
+
+    return _randomize(DecoderLayer(GlmDecoderLayer(_small_config(GlmConfig, head_dim=64), 0)), 55)
+
+
+def olmo_decoder_layer():
+    """OLMo's layer: LayerNorms without weights or bias (non-parametric)."""
+    from transformers import OlmoConfig
+    from transformers.models.olmo.modeling_olmo import OlmoDecoderLayer
+
+    return _randomize(DecoderLayer(OlmoDecoderLayer(_small_config(OlmoConfig), 0)), 56)
+
 def deepseek_v3_decoder_layer():
     """DeepSeek-V3's first (dense) layer: multi-head latent attention (queries and keys through
     low-rank projections with RMSNorms, an interleaved rotary over a 16-wide part of each head, the

@@ -35,6 +35,10 @@ __all__ = [
     "eager_device",
     "TRACING",
     "empty_strided_cuda",
+    "math_expm1",
+    "math_log1p",
+    "math_sign",
+    "math_trunc",
     "nan_max",
     "nan_min",
     "raw_stream",
@@ -98,6 +102,41 @@ else:
     def nan_min(x, axis: tl.constexpr, keep_dims: tl.constexpr = False):
         """torch.amin in a compiled kernel (as nan_max)."""
         return tl.reduce(_wide(x), axis, _minimum_nan, keep_dims=keep_dims)
+
+
+
+# Math that Triton's core language lacks, from its own ops (no libdevice: the interpreter runs these
+# too), accurate to a few ulps where the plain formula is not. Named as kernels call them (as nan_max).
+
+
+@triton.jit
+def math_expm1(x):
+    """torch.expm1: ``exp(x) - 1`` without cancellation near 0 (Kahan: ``(u - 1) * x / log(u)``)."""
+    u = tl.exp(x)
+    um1 = u - 1.0
+    exact = tl.where(u == float("inf"), u, um1 * x / tl.log(u))
+    return tl.where(u == 1.0, x, tl.where(um1 == -1.0, -1.0, exact))
+
+
+@triton.jit
+def math_log1p(x):
+    """torch.log1p: ``log(1 + x)`` without losing ``x`` below 1's resolution (Goldberg:
+    ``log(u) * x / (u - 1)``)."""
+    u = 1.0 + x
+    d = u - 1.0
+    return tl.where(d == 0.0, x, tl.where(u == float("inf"), u, tl.log(u) * (x / d)))
+
+
+@triton.jit
+def math_trunc(x):
+    """torch.trunc: towards zero."""
+    return tl.where(x < 0, tl.ceil(x), tl.floor(x))
+
+
+@triton.jit
+def math_sign(x):
+    """torch.sign: 1, -1, or ``x`` itself (zeros keep their sign, NaN stays NaN)."""
+    return tl.where(x > 0, 1, tl.where(x < 0, -1, x))
 
 
 _compiling = torch.compiler.is_compiling

@@ -31,8 +31,12 @@ class TritonBackend(Backend):
     name = "triton"
     prims = TorchBackend.prims  # regions form as for the other backends; the kernel decides per region
     # the runtime first: without Triton its import error says what to install
+    #: runtime.triton's names every module with kernels reads, and the helpers its kernels may call
+    #: (imported where one does)
+    runtime_names = ("INTERPRET", "Kernel", "current_device", "eager_device", "empty_strided_cuda", "raw_stream")
+    kernel_helpers = ("math_expm1", "math_log1p", "math_sign", "math_trunc", "nan_max", "nan_min")
     imports = (
-        "from thunder_aot.runtime.triton import INTERPRET, Kernel, current_device, eager_device, empty_strided_cuda, nan_max, nan_min, raw_stream",
+        f"from thunder_aot.runtime.triton import {', '.join(sorted(runtime_names + kernel_helpers))}",
         "import triton",
         "import triton.language as tl",
     )
@@ -57,6 +61,11 @@ class TritonBackend(Backend):
 
     def __init__(self) -> None:
         self.torch = TorchBackend()
+
+    def imports_for(self, definitions) -> tuple[str, ...]:
+        called = {h for d in definitions for line in d.body for h in self.kernel_helpers if f"{h}(" in line.code}
+        return (f"from thunder_aot.runtime.triton import {', '.join(sorted({*self.runtime_names, *called}))}",
+                *self.imports[1:])
 
     @property
     def verify_device(self) -> str:

@@ -79,6 +79,15 @@ _UNARY = {
     "cos": "tl.cos({})",
     # tanh(x) = 2 sigmoid(2x) - 1 (Triton's core language has no tanh; absolute error ~1e-7 in fp32)
     "tanh": "2.0 * tl.sigmoid(2.0 * ({})) - 1.0",
+    "exp2": "tl.exp2({})",
+    "log2": "tl.log2({})",
+    "log10": "tl.log({}) * 0.4342944819032518",  # log10(e)
+    # thunder_aot.runtime.triton's helpers (softplus decomposes into log1p; xIELU uses expm1)
+    "expm1": "math_expm1({})",
+    "log1p": "math_log1p({})",
+    "trunc": "math_trunc({})",
+    "sign": "math_sign({})",
+    "isfinite": "(tl.abs({}) < float(\"inf\"))",
 }
 _BINARY = {
     "add": "+", "sub": "-", "mul": "*", "bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^",
