@@ -18,7 +18,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from thunder_aot.model import BucketProgram, Const, PrimOp, Ref, Region, TorchCall, Value, step_reads, writes_in_place
+from thunder_aot.exporter.absorb import absorb_into_readers
+from thunder_aot.model import BucketProgram, Const, PrimOp, Ref, Region, TorchCall, Value
 
 GETITEM = "torch.Tensor.__getitem__"
 INDEX_DTYPES = frozenset({"int64", "int32"})
@@ -60,28 +61,5 @@ def _with_take(region: Region, call: TorchCall, x: str, idx: str, specs: dict) -
 def absorb_gathers(program: BucketProgram, makes_kernel: Callable[[Region], bool]) -> BucketProgram:
     """``program`` with each gather that only regions read moved into those regions, where every
     one of them still makes a kernel (``makes_kernel``) with it inside."""
-    while True:
-        steps = list(program.steps)
-        specs = {v.name: v.spec for v in program.inputs}
-        for step in steps:
-            specs.update({o.name: o.spec for o in step.outputs})
-        for i, step in enumerate(steps):
-            parts = _gather_parts(step, specs)
-            if parts is None:
-                continue
-            out = step.outputs[0].name
-            if out in program.outputs:
-                continue
-            readers = [k for k, s in enumerate(steps) if out in step_reads(s)]
-            if not readers or any(not isinstance(steps[k], Region) for k in readers):
-                continue
-            if any(writes_in_place(s) for s in steps[i + 1:readers[-1]]):
-                continue  # the readers would gather what a write in between changed
-            rewritten = {k: _with_take(steps[k], step, *parts, specs) for k in readers}
-            if not all(makes_kernel(r) for r in rewritten.values()):
-                continue
-            new_steps = tuple(rewritten.get(k, s) for k, s in enumerate(steps) if k != i)
-            program = dataclasses.replace(program, steps=new_steps)
-            break
-        else:
-            return program
+    return absorb_into_readers(program, makes_kernel, _gather_parts,
+                               lambda region, call, parts, specs: _with_take(region, call, *parts, specs))

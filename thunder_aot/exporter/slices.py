@@ -22,9 +22,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
+from thunder_aot.exporter.absorb import absorb_into_readers
 from thunder_aot.model import (
     BucketProgram, Const, Dim, PrimOp, Ref, Region, Seq, SizeArg, SliceArg, TensorSpec, TorchCall, TorchName, Value,
-    step_reads, writes_in_place,
 )
 
 GETITEM = "torch.Tensor.__getitem__"
@@ -147,33 +147,7 @@ def _fresh(base: str, taken: set[str]) -> str:
 def absorb_slices(program: BucketProgram, makes_kernel: Callable[[Region], bool]) -> BucketProgram:
     """``program`` with each basic index that only regions read moved into those regions, where every
     one of them still makes a kernel (``makes_kernel``) with it inside."""
-    skipped: set[int] = set()
-    while True:
-        steps = list(program.steps)
-        specs = {v.name: v.spec for v in program.inputs}
-        for step in steps:
-            specs.update({o.name: o.spec for o in step.outputs})
-            if isinstance(step, Region):
-                specs.update({o.name: o.spec for op in step.ops for o in op.outputs})
-        for i, step in enumerate(steps):
-            if id(step) in skipped:
-                continue
-            index = basic_index(step, specs)
-            if index is None:
-                continue
-            out = step.outputs[0].name
-            readers = [k for k, s in enumerate(steps) if out in step_reads(s)]
-            if (out in program.outputs or not readers or any(not isinstance(steps[k], Region) for k in readers)
-                    or any(writes_in_place(s) for s in steps[i + 1:readers[-1]])):
-                skipped.add(id(step))
-                continue
-            fresh = _fresh(out, set(specs))
-            rewritten = {k: _with_index(steps[k], step, index, specs, fresh) for k in readers}
-            if not all(makes_kernel(r) for r in rewritten.values()):
-                skipped.add(id(step))
-                continue
-            new_steps = tuple(rewritten.get(k, s) for k, s in enumerate(steps) if k != i)
-            program = dataclasses.replace(program, steps=new_steps)
-            break
-        else:
-            return program
+    return absorb_into_readers(
+        program, makes_kernel, basic_index,
+        lambda region, call, index, specs: _with_index(region, call, index, specs, _fresh(call.outputs[0].name, set(specs))),
+    )
