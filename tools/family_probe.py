@@ -4,7 +4,7 @@ experts) built into a Triton program on CPU, printing the torch calls outside te
 and the regions without a kernel. Structure only: no verification (export a family's layer with
 TRITON_INTERPRET=1 to check its numerics).
 
-    .venv/bin/python tools/family_probe.py [bf16] [family ...]   (default: every family below, float32)
+    PYTHONPATH=. .venv/bin/python tools/family_probe.py [bf16] [family ...]   (default: every family below, float32)
 
 MoE layers want bf16 (transformers' grouped-mm experts fall back to a custom op Thunder cannot trace
 in float32 on CPU).
