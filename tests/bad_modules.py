@@ -69,3 +69,11 @@ class HalfOfDynamicSize(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x[: x.shape[0] // 2 + 1] * 2
+
+
+def float32_moe_block():
+    """Mixtral's sparse block in float32: transformers' grouped-mm experts take their fallback custom
+    op while a tracer runs (not bf16), which Thunder cannot trace."""
+    from thunder_aot.examples.hf import mixtral_moe_block
+
+    return mixtral_moe_block().float()

@@ -288,6 +288,12 @@ def _caused_by_interrupt(error: BaseException) -> bool:
     return False
 
 
+#: what a user can do about a known cause of a failed trace, by a text of Thunder's error
+TRACE_HINTS = {
+    "grouped_mm_fallback": "transformers' grouped-mm experts run their fallback custom op for weights other than "
+    "bfloat16 while a tracer runs: export the mixture of experts in bfloat16",
+}
+
 def trace_module(
     module: torch.nn.Module, args: list[torch.Tensor], input_names: list[str], claimable: Iterable[prims.PrimIDs]
 ) -> TracedBucket:
@@ -307,8 +313,9 @@ def trace_module(
             raise KeyboardInterrupt from e
         message = str(e).strip().splitlines()[0] if str(e).strip() else ""
         shapes = ", ".join(f"{tuple(a.shape)}:{str(a.dtype).removeprefix('torch.')}" for a in args)
+        hint = next((f" ({h})" for cause, h in TRACE_HINTS.items() if cause in message), "")
         raise ExportError(
-            f"Thunder could not trace {type(module).__name__} for inputs {shapes}: {type(e).__name__}: {message}"
+            f"Thunder could not trace {type(module).__name__} for inputs {shapes}: {type(e).__name__}: {message}{hint}"
         ) from e
     execution_trace = thunder.last_traces(jitted)[-1]
     prologue = thunder.last_prologue_traces(jitted)[-1]
