@@ -182,6 +182,11 @@ Step = Union[Region, TorchCall]
 VIEW_PRIMS = frozenset({"broadcast_in_dim", "reshape", "squeeze", "slice", "shallow_copy", "transpose"})
 
 
+def dim_arg(dim: Dim) -> Const | SizeArg:
+    """A dim as a shape argument's element: a constant, or the size a dynamic dim has at run time."""
+    return Const(dim) if isinstance(dim, int) else SizeArg(dim)
+
+
 def arg_refs(arg: Arg) -> list[str]:
     """The names of the tensors an argument refers to (itself, or the items of a sequence)."""
     if isinstance(arg, Ref):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 from thunder_aot.backends.base import Backend, Line, assign_text, region_dims, render_const, render_dim, source_comments
 from thunder_aot.model import (
-    VIEW_PRIMS, Arg, Const, DeviceArg, DimRange, DType, PrimOp, Ref, Region, Seq, SizeArg, SymDim, Value,
+    VIEW_PRIMS, Arg, Const, DeviceArg, DimRange, DType, PrimOp, Ref, Region, Seq, SizeArg, SymDim, Value, dim_arg,
 )
 
 #: torch dtype name -> nvFuser DataType member
@@ -121,7 +121,7 @@ def _slice(c: NvOp) -> str:
     last = Const(s + k * (count - 1) + 1)
     ones = Seq(tuple(Const(1) for _ in range(rank)))
     part = f"fd.ops.slice({c.a(0)}, {c.a(1)}, {nv_arg(Seq(ends.items[:-1] + (last,)), specialized=c.specialized)}, {nv_arg(ones)})"
-    lead = tuple(Const(d) if isinstance(d, int) else SizeArg(d) for d in out[:-1])
+    lead = tuple(dim_arg(d) for d in out[:-1])
     shape = nv_arg(Seq(lead + (Const(count), Const(k))), specialized=c.specialized)
     viewed = f"fd.ops.reshape(fd.ops.pad({part}, [0, {k - 1}]), {shape})"
     zeros = nv_arg(Seq(tuple(Const(0) for _ in range(rank + 1))))

@@ -475,9 +475,10 @@ def _kernel_passes(bp: BucketProgram, backend: Backend) -> BucketProgram:
     as concatenations (exporter.fill), copies of permuted views as regions
     and calls that copy nothing dropped (exporter.copies), a mixture of experts' routing
     bookkeeping in one program (exporter.routing), gathers into their readers (exporter.gather),
-    basic indices into their readers (exporter.slices), regions into the regions that read them (exporter.join), transposed outputs that only matmuls
-    read written untransposed, read as views (exporter.views), then a router's top-k a region of
-    its own (exporter.topk)."""
+    basic indices into their readers (exporter.slices), regions into the regions that read them
+    (exporter.join), transposed outputs (and transposed region inputs) that only matmuls read
+    written untransposed, read as views (exporter.views), then a router's top-k a region of its own
+    (exporter.topk)."""
     views: dict[Region, object] = {}
 
     def view(region: Region):

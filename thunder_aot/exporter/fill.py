@@ -20,7 +20,7 @@ from collections.abc import Callable
 from thunder_aot.exporter.copies import _specs
 from thunder_aot.exporter.trace import FUSION_PREFIX
 from thunder_aot.model import (
-    BucketProgram, Const, PrimOp, Ref, Region, Seq, SizeArg, SliceArg, Step, TensorSpec, TorchCall, TorchName, Value,
+    BucketProgram, Const, PrimOp, Ref, Region, Seq, SliceArg, Step, TensorSpec, TorchCall, TorchName, Value, dim_arg,
     step_reads, writes_in_place,
 )
 
@@ -131,7 +131,7 @@ def _region(buffer: Value, pieces: list[_Piece], specs: dict, name: str) -> Regi
             parts.append(Ref(p.source))
             continue
         out = Value(f"{buffer.name}_piece{n}", TensorSpec(wanted, buffer.spec.dtype))
-        dims = Seq(tuple(Const(d) if isinstance(d, int) else SizeArg(d) for d in wanted))
+        dims = Seq(tuple(dim_arg(d) for d in wanted))
         ops.append(PrimOp("broadcast_in_dim", (out,), (Ref(p.source), dims, Seq(tuple(Const(j) for j in range(len(wanted)))))))
         parts.append(Ref(out.name))
     ops.append(PrimOp("cat", (buffer,), (Seq(tuple(parts), is_list=True), Const(-1))))

@@ -21,8 +21,8 @@ import dataclasses
 
 from thunder_aot.exporter.generalize import _value_names
 from thunder_aot.model import (
-    BucketProgram, Const, MergedWeight, PrimOp, ProgramInput, Ref, Region, Seq, SizeArg, Step, TensorSpec, TorchCall,
-    Value, step_reads,
+    BucketProgram, Const, MergedWeight, PrimOp, ProgramInput, Ref, Region, Seq, Step, TensorSpec, TorchCall, Value,
+    dim_arg, step_reads,
 )
 
 LINEAR = "torch.nn.functional.linear"
@@ -121,7 +121,7 @@ def _identifier(key: str, taken: set[str]) -> str:
 def _slice_op(out: Value, merged: Value, start: int) -> PrimOp:
     """``out = merged[..., start:start + width]`` as Thunder's slice prim."""
     shape = out.spec.shape
-    ends = [Const(d) if isinstance(d, int) else SizeArg(d) for d in shape[:-1]] + [Const(start + shape[-1])]
+    ends = [dim_arg(d) for d in shape[:-1]] + [Const(start + shape[-1])]
     return PrimOp(
         "slice",
         (out,),

@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 from thunder_aot.exporter.absorb import absorb_into_readers
 from thunder_aot.model import (
-    BucketProgram, Const, Dim, PrimOp, Ref, Region, Seq, SizeArg, SliceArg, TensorSpec, TorchCall, TorchName, Value,
+    BucketProgram, Const, Dim, PrimOp, Ref, Region, Seq, SliceArg, TensorSpec, TorchCall, TorchName, Value, dim_arg,
 )
 
 GETITEM = "torch.Tensor.__getitem__"
@@ -39,6 +39,16 @@ class BasicIndex:
     starts: tuple[int, ...]
     ends: tuple[Dim, ...]  # a dynamic dim where the slice is ``:``
     squeezed: tuple[int, ...]
+
+    @property
+    def sliced_shape(self) -> tuple[Dim, ...]:
+        """The slice's shape, before the squeeze."""
+        return tuple(e - s if isinstance(e, int) else e for s, e in zip(self.starts, self.ends))
+
+    @property
+    def shape(self) -> tuple[Dim, ...]:
+        """``x[index]``'s shape."""
+        return tuple(d for k, d in enumerate(self.sliced_shape) if k not in self.squeezed)
 
 
 def _bound(value: object, size: int, default: int) -> int | None:
@@ -99,21 +109,15 @@ def basic_index(call: object, specs: dict[str, TensorSpec]) -> BasicIndex | None
             return None
         starts.append(position)
         ends.append(position + 1)
-    expected = tuple(e if not isinstance(e, int) else e - s for k, (s, e) in enumerate(zip(starts, ends)) if k not in squeezed)
-    if tuple(call.outputs[0].spec.shape) != expected:
-        return None
-    return BasicIndex(call.args[0].name, tuple(starts), tuple(ends), tuple(squeezed))
+    found = BasicIndex(call.args[0].name, tuple(starts), tuple(ends), tuple(squeezed))
+    return found if tuple(call.outputs[0].spec.shape) == found.shape else None
 
 
-def index_ops(out: Value, index: BasicIndex, specs: dict[str, TensorSpec], fresh: str) -> tuple[PrimOp, ...]:
+def index_ops(out: Value, index: BasicIndex, fresh: str) -> tuple[PrimOp, ...]:
     """``out = x[index]`` as region ops (``fresh``: the name of the slice before its squeeze)."""
-    def dim(d):
-        return Const(d) if isinstance(d, int) else SizeArg(d)
-
-    sliced_shape = tuple(e if not isinstance(e, int) else e - s for s, e in zip(index.starts, index.ends))
-    sliced = out if not index.squeezed else Value(fresh, dataclasses.replace(out.spec, shape=sliced_shape))
+    sliced = out if not index.squeezed else Value(fresh, dataclasses.replace(out.spec, shape=index.sliced_shape))
     ops = [PrimOp("slice", (sliced,), (Ref(index.source), Seq(tuple(Const(s) for s in index.starts)),
-                                       Seq(tuple(dim(e) for e in index.ends)), Seq(tuple(Const(1) for _ in index.starts))))]
+                                       Seq(tuple(dim_arg(e) for e in index.ends)), Seq(tuple(Const(1) for _ in index.starts))))]
     if index.squeezed:
         ops.append(PrimOp("squeeze", (out,), (Ref(fresh), Seq(tuple(Const(d) for d in index.squeezed)))))
     return tuple(ops)
@@ -131,7 +135,7 @@ def _with_index(region: Region, call: TorchCall, index: BasicIndex, specs: dict[
     return dataclasses.replace(
         region,
         inputs=tuple(inputs),
-        ops=(*index_ops(out, index, specs, fresh), *region.ops),
+        ops=(*index_ops(out, index, fresh), *region.ops),
         source_calls=(call, *region.source_calls) if region.source_calls else (),
     )
 
