@@ -23,7 +23,7 @@ example: $(STAMP)
 
 # two workers (pytest-xdist): Thunder's tracing is single-threaded Python, and CI has two cores
 test: $(STAMP)
-	$(PY) -m pytest -q -n 2 --dist worksteal
+	$(PY) -m pytest -q -n 2 --dist worksteal --durations=15
 
 # The fast tier for development: no Thunder tracing, no whole-module interpreter runs (under 2 minutes).
 test-fast: $(STAMP)

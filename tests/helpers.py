@@ -75,6 +75,14 @@ class Logits(torch.nn.Module):
         return self.model(ids, use_cache=False, position_ids=positions[None], cache_position=positions).logits
 
 
+def greedy_tokens(model: torch.nn.Module, prompt: torch.Tensor, new_tokens: int) -> torch.Tensor:
+    """``model.generate``'s greedy continuation of ``prompt`` by exactly ``new_tokens`` tokens: the
+    end-of-sequence token is held back until then (both models of a comparison see the same rule), so
+    that a random prompt cannot end generation early and change how often each layer runs."""
+    with torch.no_grad():
+        return model.generate(prompt, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False)
+
+
 def interpreted_check(*args: str) -> subprocess.CompletedProcess:
     """tests/triton_interpreted_check.py with ``args`` (a stem of generated/, or an import path and
     shapes), in a fresh process under Triton's interpreter."""

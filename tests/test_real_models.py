@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from tests.examples import HF_SUBMODULES, TRITON_CALLS, TRITON_ONLY_SUBMODULES
-from tests.helpers import Logits
+from tests.helpers import Logits, greedy_tokens
 from thunder_aot import replace
 from thunder_aot.errors import ExportError
 from thunder_aot.exporter import ExportRequest, build_program, export
@@ -237,9 +237,7 @@ def test_whole_decoder_layers_replaced_in_a_transformers_model():
     assert [a.calls["generated"] for a in adapters] == [3, 3]
     assert [a.calls["outside every bucket"] for a in adapters] == [1, 1]
     prompt = torch.randint(0, 512, (1, 12), generator=generator)
-    with torch.no_grad():
-        want = original.generate(prompt, max_new_tokens=6, do_sample=False)
-        got = model.generate(prompt, max_new_tokens=6, do_sample=False)
+    want, got = greedy_tokens(original, prompt, 6), greedy_tokens(model, prompt, 6)
     assert torch.equal(got, want)
     assert all(a.calls["a KV cache"] >= 6 for a in adapters), [dict(a.calls) for a in adapters]
 
@@ -285,9 +283,7 @@ def test_kv_cache_layers_generate_transformers_tokens(backend, new_tokens):
             return
     original, model = _cache_layers_model(backend)
     prompt = torch.randint(0, 512, (1, 12), generator=torch.Generator().manual_seed(torch.seed() >> 1))
-    with torch.no_grad():
-        want = original.generate(prompt, max_new_tokens=new_tokens, do_sample=False)
-        got = model.generate(prompt, max_new_tokens=new_tokens, do_sample=False)
+    want, got = greedy_tokens(original, prompt, new_tokens), greedy_tokens(model, prompt, new_tokens)
     assert torch.equal(got, want), (got, want)
     assert [dict(a.calls) for a in model.model.layers] == [{"generated": new_tokens}] * 2
     with torch.no_grad():  # the cache after a prefill and one decode step, judged against float64
