@@ -35,6 +35,7 @@ from thunder_aot.runtime.triton import (
     current_device,
     eager_device,
     empty_strided_cuda,
+    math_tanh,
     raw_stream,
 )
 import triton
@@ -81,7 +82,7 @@ def fusion0_kernel(gate_up_ptr, t36_out_ptr, N: tl.constexpr, BLOCK: tl.constexp
     t21 = 0.7978845608028654 * t20
     t22 = (t21).to(tl.bfloat16)
     t23 = (t22).to(tl.float32)
-    t24 = 2.0 * tl.sigmoid(2.0 * (t23)) - 1.0
+    t24 = math_tanh(t23)
     t25 = (t24).to(tl.bfloat16)
     t26 = (t25).to(tl.float32)
     t27 = 1.0 + t26

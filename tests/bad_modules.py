@@ -27,11 +27,23 @@ class DataDependent(nn.Module):
         return x - 1
 
 
-class MeanOverTokens(nn.Module):
-    """Divides by the dynamic dimension itself: the trace bakes 1/S in as a constant."""
+class ScaleByTokens(nn.Module):
+    """Scales by a power of the dynamic size computed in Python: the trace bakes S ** -0.5 in as a
+    constant, which is no whole-number function of S (a mean's divisor S is: it exports)."""
 
     def forward(self, x):
-        return x.mean(dim=1, keepdim=True) * x
+        return x * x.shape[1] ** -0.5
+
+
+class Embedding(nn.Module):
+    """A lookup of 100 rows: ids sampled from -100..99 (no value range given) fall outside it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = nn.Embedding(100, 8)
+
+    def forward(self, ids):
+        return self.table(ids)
 
 
 class ReturnsDict(nn.Module):

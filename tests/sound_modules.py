@@ -94,12 +94,43 @@ def fp16_rmsnorm_no_upcast() -> Fp16RmsNormNoUpcast:
     return Fp16RmsNormNoUpcast().requires_grad_(False)
 
 
+class SequenceStatistics(nn.Module):
+    """A mean, a variance and a standard deviation over a dynamic dim: Thunder divides by its size
+    (n, n - 1) as a float constant, which once made every trace differ."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.mean(1) * x.var(1) + x.std(-2, keepdim=True).sum(1)
+
+
+class ModulatedLayerNorm(nn.Module):
+    """A LayerNorm without affine, then a per-sample scale and shift (adaptive LayerNorm). Rows holding
+    1e20 overflow F.layer_norm's float32 variance (eager's output 0, 0 * inf NaN) where the generated
+    var_mean does not, as float64 does not."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(256, elementwise_affine=False, eps=1e-6)
+
+    def forward(self, x: torch.Tensor, shift: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+        return self.norm(x) * (1 + scale) + shift
+
+
+def sequence_statistics() -> SequenceStatistics:
+    return SequenceStatistics()
+
+
+def modulated_layer_norm() -> ModulatedLayerNorm:
+    return ModulatedLayerNorm()
+
+
 #: (import path, shapes): correct modules that must export whatever the verification's seed
 CORRECT = [
     ("tests.sound_modules:fp32_output_through_bf16", "1x[1..32]x256:bf16"),
     ("tests.sound_modules:fp32_mlp", "[1..16]x512:fp32"),
     ("tests.sound_modules:fp16_rmsnorm_no_upcast", "1x[1..32]x256:fp16"),
     ("tests.sound_modules:relu_gate", "[S=1..16]x64:bf16, [S]x64:bf16"),
+    ("tests.sound_modules:sequence_statistics", "2x[1..40]x64:bf16"),
+    ("tests.sound_modules:modulated_layer_norm", "2x[S=1..40]x256, 2x1x256, 2x1x256"),
 ]
 
 

@@ -146,3 +146,19 @@ def test_export_of_a_module_without_values_is_one_clear_error():
 
     with pytest.raises(ExportError, match="the module's tensors are on the meta device"):
         thunder_aot.export(rmsnorm().to("meta"), "1x[1..16]x2880:bf16", backend="torch", verify=False)
+
+
+def test_an_embedding_exports_with_its_ids_range_and_serves_ids_at_both_ends_of_the_table():
+    """Token ids given as ``:i64[0..99]``: export traces and verifies inside the table, and the
+    generated module looks up ids 0 and 99 as the source does."""
+    import thunder_aot
+    from tests.bad_modules import Embedding
+    from thunder_aot.verify import load_module_from_text
+
+    torch.manual_seed(0)
+    source = Embedding().eval()
+    text = thunder_aot.export(source, "1x[1..8]:i64[0..99]", backend="torch")
+    assert "--shapes '1x[s0=1..8]:int64[0..99]'" in text
+    generated = load_module_from_text(text, "embedding_ids").Embedding.from_module(source)
+    ids = torch.tensor([[0, 99, 5]])
+    assert torch.equal(generated(ids), source(ids))

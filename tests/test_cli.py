@@ -25,7 +25,9 @@ GOOD = "thunder_aot.examples.gpt_oss:rmsnorm"
         (GOOD, "1x8x2881:bf16", "Thunder could not trace GptOssRMSNorm"),
         ("tests.bad_modules:DataDependent", "4x[2..64]", "Thunder could not trace DataDependent"),
         ("tests.bad_modules:float32_moe_block", "1x[1..8]x256", "export the mixture of experts in bfloat16"),
-        ("tests.bad_modules:MeanOverTokens", "4x[2..64]", "one trace cannot serve the bucket"),
+        ("tests.bad_modules:ScaleByTokens", "4x[2..64]", "one trace cannot serve the bucket"),
+        ("tests.bad_modules:Embedding", "1x[1..8]:i64", "unless their spec gives their values"),
+        ("tests.bad_modules:Embedding", "1x[1..8]:bf16[0..3]", "is for integer inputs"),
         ("tests.bad_modules:ReturnsDict", "4x8", "expected a tensor or a tuple of tensors"),
     ],
 )

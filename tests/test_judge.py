@@ -35,6 +35,52 @@ def test_judgement_accepts_rounding_refuses_errors_and_wants_eager_non_finite_va
         judge_output(ints, ints + (ints == 3), None, "integers")
 
 
+def test_non_finite_values_where_eager_overflowed_pass_where_float64_agrees_with_the_generated_module():
+    """F.layer_norm's float32 variance of a row holding 1e20 overflows (its output is 0, and 0 times
+    an infinite scale NaN); the same norm as var_mean stays finite as float64 does. The generated
+    module passes where it is what float64 is, and nowhere else."""
+
+    class ScaledNorm(torch.nn.Module):
+        def forward(self, x, scale):
+            return torch.nn.functional.layer_norm(x, (256,)) * scale
+
+    class VarMeanNorm(torch.nn.Module):
+        def forward(self, x, scale):
+            var, mean = torch.var_mean(x, -1, correction=0, keepdim=True)
+            return (x - mean) * torch.rsqrt(var + 1e-5) * scale
+
+    generator = torch.Generator().manual_seed(3)
+    x, scale = torch.randn(4, 256, generator=generator), torch.rand(256, generator=generator) + 0.5
+    x[1, 7], scale[9] = 1e20, float("inf")
+    expected, actual = ScaledNorm()(x, scale), VarMeanNorm()(x, scale)
+    assert torch.isnan(expected[1, 9]) and torch.isinf(actual[1, 9])  # eager 0 * inf; float64 and ours finite * inf
+    judge_output(expected, actual, reference64(ScaledNorm(), [x, scale]), "eager overflowed")
+    wrong = actual.clone()
+    wrong[2, 9] = -wrong[2, 9]  # the other infinity than eager's and float64's
+    with pytest.raises(ExportError, match=r"eager has [+-]inf at \[2, 9\], the generated module [+-]?inf"):
+        judge_output(expected, wrong, reference64(ScaledNorm(), [x, scale]), "a wrong infinity")
+    with pytest.raises(ExportError, match=r"eager has NaN at \[1, 9\]"):  # no float64 run: eager decides
+        judge_output(expected, actual, None, "no reference")
+    # a row holding 1e20 and -1e20: its float32 mean is rounding noise of either sign, so eager's NaN
+    # and the generated module's infinity both differ from float64's; eager is no measure there
+    x[3, 1], x[3, 2] = 1e20, -1e20
+    expected, actual, reference = ScaledNorm()(x, scale), VarMeanNorm()(x, scale), reference64(ScaledNorm(), [x, scale])
+    assert torch.isnan(expected[3, 9]) and torch.isinf(reference[3, 9])
+    actual[3, 9] = -reference[3, 9]
+    judge_output(expected, actual, reference, "eager and the generated module both off float64")
+
+
+def test_float8_outputs_are_judged_in_float32():
+    x = torch.randn(8, 64, generator=torch.Generator().manual_seed(4)) * 100
+    x[0, 0] = float("nan")
+    expected = x.to(torch.float8_e4m3fn)
+    judge_output(expected, expected.clone(), x.double(), "float8 as eager rounds it")
+    wrong = expected.float()
+    wrong[3, 3] = wrong[3, 3] * 2 + 300
+    with pytest.raises(ExportError, match="error against float64"):
+        judge_output(expected, wrong.to(torch.float8_e4m3fn), x.double(), "float8 off")
+
+
 def test_the_float64_reference_keeps_the_modules_own_casts_in_float64():
     """transformers' RMSNorms cast to float32 and back: the reference must not round there."""
     module = resolve_module("thunder_aot.examples.gpt_oss:rmsnorm")

@@ -51,6 +51,11 @@ def test_several_buckets_and_repeated_flags_dispatch_most_specific_first():
         ("1x99999999999999999999999", "is too large; expected at most 2147483647"),
         ("1x[1..1000000000000]", "size 1000000000000 is too large"),
         ("[1..100000]x100000", "up to 10000000000 elements at the bucket's largest sizes; expected at most"),
+        ("1x[1..8]:i64[9..2]", r"empty value range \[9..2\]"),
+        ("1x[1..8]:bf16[0..3]", "a value range .* is for integer inputs; expected an integer dtype, not bfloat16"),
+        ("1x[1..8]:bool[0..1]", "expected an integer dtype, not bool"),
+        ("1x[1..8]:i8[0..300]", r"value range \[0..300\] exceeds int8 \(-128..127\)"),
+        ("1x[1..8]:i64[0..x]", "unknown dtype"),
     ],
 )
 def test_bad_specs_name_what_was_expected(spec, message):
@@ -74,7 +79,7 @@ def _largest(dim: str) -> int:
 
 # within the grammar's bounds (test_bad_specs_name_what_was_expected covers past them)
 specs = st.lists(dims, min_size=1, max_size=4).filter(lambda ds: math.prod(map(_largest, ds)) <= MAX_ELEMENTS).map("x".join)
-dtypes = st.sampled_from(["bf16", "fp16", "fp32", "int64", "bool"])
+dtypes = st.sampled_from(["bf16", "fp16", "fp32", "int64", "bool", "i32[0..511]", "int64[-3..-1]", "u8[7..7]"])
 
 
 @settings(max_examples=200, deadline=None)
@@ -94,6 +99,27 @@ def test_random_text_parses_or_raises_export_error(text):
         assert "\n" not in str(e)
     else:
         assert buckets
+
+
+def test_an_integer_inputs_values_are_sampled_from_its_range_and_kept_by_bucket_splits():
+    """Token ids for an embedding: export traces and verifies with ids inside the vocabulary (else
+    -100..99); the range survives the exporter's splits of a bucket at its edges."""
+    import torch
+
+    from thunder_aot.exporter import _sub_bucket
+    from thunder_aot.verify import bucket_inputs
+
+    (bucket,) = parse_shapes("1x[S=1..64]:i64[5..9], 1x[S]x8, 64:i32")
+    assert bucket.values == ((5, 9), None, None)
+    assert format_bucket(bucket) == "1x[S=1..64]:int64[5..9], 1x[S]x8:float32, 64:int32"
+    generator = torch.Generator().manual_seed(0)
+    for part in (bucket, _sub_bucket(bucket, "S", 1, 1), _sub_bucket(bucket, "S", 2, 64)):
+        for _, (ids, x, other) in bucket_inputs(part, "cpu", generator):
+            assert ids.dtype == torch.int64 and 5 <= ids.min() and ids.max() <= 9
+            assert set(ids.unique().tolist()) == set(range(5, 10)) or ids.numel() < 20
+            assert other.min() < 0  # no range: -100..99
+    (plain,) = parse_shapes("1x[S=1..64]:i64")
+    assert plain.values == () and plain == parse_shapes(format_bucket(plain))[0]
 
 
 def test_verification_samples_both_edges_and_a_size_strictly_inside():

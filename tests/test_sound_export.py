@@ -42,9 +42,11 @@ print("verified", len(calls), "seeds", min(calls), "calls each")
 @pytest.mark.parametrize("backend", ["torch", "triton"])
 @pytest.mark.parametrize("source,shapes", CORRECT, ids=[c[0].split(":")[1] for c in CORRECT])
 def test_correct_modules_export_under_20_of_20_seeds(source, shapes, backend):
-    """Each once refused on rounding: an fp32 output computed through bf16, an fp32 MLP reducing over
+    """Each once refused: on rounding, an fp32 output computed through bf16, an fp32 MLP reducing over
     512, an fp16 RMSNorm without upcast (eager rounds every step in fp16; the kernel is the more
-    accurate). Triton through its interpreter."""
+    accurate); statistics over a dynamic dim (their divisor moved with the size); an adaptive
+    LayerNorm (eager's overflow made NaN where float64 and the kernel have inf). Triton through its
+    interpreter."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TRITON_INTERPRET": "1" if backend == "triton" else "0"}
     result = subprocess.run([sys.executable, "-c", SEEDED_VERIFY, source, shapes, backend], cwd=ROOT, env=env,
                             capture_output=True, text=True)
@@ -235,6 +237,24 @@ def test_traces_that_differ_in_value_names_alone_generalize_and_other_structure_
     broken = dataclasses.replace(shifted, steps=tuple(broken_region if s is region else s for s in shifted.steps))
     with pytest.raises(ExportError, match="one trace cannot serve the bucket"):
         generalize([first, broken], envs)
+
+
+def test_a_float_constant_that_moves_with_a_dynamic_size_is_that_size_as_a_float():
+    """x.mean(1) over a dynamic dim divides by the size as a float (64.0 at S = 64): the traces'
+    constants become the size (var's n - 1 too), instantiated as floats again; a float that is not
+    an integral function of one size is still a difference between the traces."""
+    from thunder_aot.exporter.generalize import _Mismatch, _unify, instantiate
+    from thunder_aot.model import Const, SizeArg, SymDim
+
+    envs = [{"S": 64}, {"S": 9}, {"S": 30}]
+    mean = _unify([Const(64.0), Const(9.0), Const(30.0)], envs, "p")
+    assert mean == SizeArg(SymDim("S"), real=True)
+    back = [instantiate(mean, env) for env in envs]
+    assert back == [Const(64.0), Const(9.0), Const(30.0)] and all(type(c.value) is float for c in back)
+    assert _unify([Const(63.0), Const(8.0), Const(29.0)], envs, "p") == SizeArg(SymDim("S", 1, -1), real=True)
+    for values in ([64.0, 9.5, 30.0], [1 / 64, 1 / 9, 1 / 30], [64.0, 9.0, 31.0]):
+        with pytest.raises(_Mismatch, match="changes with the size"):
+            _unify([Const(v) for v in values], envs, "p")
 
 
 def test_a_branch_on_the_input_dtype_takes_the_branch_torch_takes():

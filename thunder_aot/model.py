@@ -85,9 +85,12 @@ class DType:
 
 @dataclass(frozen=True)
 class SizeArg:
-    """A size that may be dynamic (an element of a shape argument)."""
+    """A size that may be dynamic (an element of a shape argument). ``real``: the size as a float,
+    where the traces held a float constant that moved with it (a mean over a dynamic dim divides by
+    its size)."""
 
     dim: Dim
+    real: bool = False
 
 
 @dataclass(frozen=True)
@@ -245,6 +248,12 @@ class Bucket:
 
     inputs: tuple[TensorSpec, ...]
     dims: tuple[DimRange, ...] = ()
+    #: per input, the values an integer input holds (lo, hi: inclusive), or None: what export traces
+    #: and verifies with (token ids an embedding looks up); dispatch does not read them
+    values: tuple[tuple[int, int] | None, ...] = ()
+
+    def value_range(self, i: int) -> tuple[int, int] | None:
+        return self.values[i] if i < len(self.values) else None
 
     @property
     def is_exact(self) -> bool:

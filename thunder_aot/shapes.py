@@ -4,7 +4,9 @@
 
     spec    := bucket (";" bucket)*           several buckets
     bucket  := input ("," input)*             one entry per tensor argument of forward()
-    input   := dim ("x" dim)* [":" dtype]     dtype defaults to fp32
+    input   := dim ("x" dim)* [":" dtype [values]]  dtype defaults to fp32
+    values  := "[" INT ".." INT "]"          an integer input's values (token ids: [0..VOCAB-1]);
+                                              export samples them from -100..99 otherwise
     dim     := INT                            an exact size
              | "[" [NAME "="] INT ".." INT "]"  a dynamic size, every integer in the range
              | "[" NAME "]"                   the same size as the dynamic dim NAME
@@ -12,7 +14,8 @@
 
 Examples: ``1x15x2880:bf16``, ``1x[1..2048]x2880:bf16``,
 ``1x[S=1..2048]x2880:bf16, 1x[S]x2880:bf16`` (two inputs sharing one dynamic size),
-``1x15x2880:bf16; 1x[1..2048]x2880:bf16`` (two buckets). ``--shapes`` may also be repeated.
+``1x15x2880:bf16; 1x[1..2048]x2880:bf16`` (two buckets), ``1x[1..64]:i64[0..31999]`` (token ids of
+a 32000-word vocabulary). ``--shapes`` may also be repeated.
 
 Buckets must not partly overlap: two buckets are disjoint, or one lies strictly inside the
 other. Dispatch tries the most specific bucket first, so an exact shape inside a dynamic range is
@@ -131,6 +134,7 @@ def _parse_bucket(text: str, where: str) -> Bucket:
     ranges: dict[str, DimRange] = {}
     order: list[str] = []
     specs: list[TensorSpec] = []
+    values: list[tuple[int, int] | None] = []
     anon = 0
     entries = [e.strip() for e in text.split(",")]
     for i, entry in enumerate(entries):
@@ -138,7 +142,11 @@ def _parse_bucket(text: str, where: str) -> Bucket:
         if not entry:
             raise ExportError(f"{here}: empty input spec in {text!r}")
         shape_text, sep, dtype_text = entry.partition(":")
+        dtype_text, value_range = _value_range(dtype_text, here)
         dtype = parse_dtype(dtype_text) if sep else "float32"
+        if value_range is not None:
+            _check_value_range(value_range, dtype, here)
+        values.append(value_range)
         dims: list[Dim] = []
         for tok in _split_dims(shape_text.replace(" ", ""), here):
             if _EXACT.match(tok):
@@ -176,7 +184,32 @@ def _parse_bucket(text: str, where: str) -> Bucket:
                 "(export traces and verifies the module at those sizes)"
             )
         specs.append(spec)
-    return Bucket(tuple(specs), tuple(ranges[n] for n in order))
+    return Bucket(tuple(specs), tuple(ranges[n] for n in order), tuple(values) if any(values) else ())
+
+
+_VALUES = re.compile(r"^(.*?)\[\s*(-?\d+)\s*\.\.\s*(-?\d+)\s*\]\s*$")
+
+
+def _value_range(dtype_text: str, where: str) -> tuple[str, tuple[int, int] | None]:
+    """``i64[0..511]`` -> (``i64``, (0, 511)); a dtype without a range -> (it, None)."""
+    m = _VALUES.match(dtype_text)
+    if m is None:
+        return dtype_text, None
+    lo, hi = int(m.group(2)), int(m.group(3))
+    if lo > hi:
+        raise ExportError(f"{where}: empty value range [{lo}..{hi}]; expected lo <= hi")
+    return m.group(1), (lo, hi)
+
+
+def _check_value_range(value_range: tuple[int, int], dtype: str, where: str) -> None:
+    import torch
+
+    kind = getattr(torch, dtype)
+    if kind.is_floating_point or kind == torch.bool:
+        raise ExportError(f"{where}: a value range [LO..HI] is for integer inputs; expected an integer dtype, not {dtype}")
+    info = torch.iinfo(kind)
+    if value_range[0] < info.min or value_range[1] > info.max:
+        raise ExportError(f"{where}: value range [{value_range[0]}..{value_range[1]}] exceeds {dtype} ({info.min}..{info.max})")
 
 
 def parse_shapes(texts: str | Iterable[str]) -> list[Bucket]:
@@ -214,9 +247,10 @@ def format_bucket(bucket: Bucket) -> str:
     ranges = {r.name: r for r in bucket.dims}
     seen: set[str] = set()
     parts = []
-    for spec in bucket.inputs:
+    for i, spec in enumerate(bucket.inputs):
         dims = "x".join(format_dim(d, ranges, seen) for d in spec.shape)
-        parts.append(f"{dims}:{spec.dtype}")
+        value_range = bucket.value_range(i)
+        parts.append(f"{dims}:{spec.dtype}" + (f"[{value_range[0]}..{value_range[1]}]" if value_range else ""))
     return ", ".join(parts)
 
 

@@ -111,6 +111,9 @@
 #          nn.Module call, the hook tests, the grad-mode and device tests, each added to the floor alone),
 #          the nvFuser overhead table, then the Triton GPU tests (with exporter.slices' view module), then
 #          Falcon's layer (exporter.slices, exporter.views on a weight's transpose) exported and verified with Triton
+#   models51: after math_tanh, math_round and sizes as floats (a mean over a dynamic dim): the Triton GPU tests
+#          (unary_math compiled), the new sound modules (sequence_statistics, modulated_layer_norm) under 20 seeds
+#          with nvFuser and Triton, then the KV-cache layers' generate test with CUDA graphs (greedy_tokens)
 #   final: after a Triton change: the Triton GPU tests (also cuda:1, models), the Triton hot-path layers,
 #          then rmsnorm and softmax benched
 set -u
@@ -389,6 +392,17 @@ elif [ "${1:-full}" = models50 ]; then
   step 200 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads"
   step 200 gpu_tests_falcon python3 -m pytest -m gpu tests/test_gpu_models.py -q -p no:cacheprovider -rs --tb=long \
       -k "triton and falcon"
+elif [ "${1:-full}" = models51 ]; then
+  step 200 gpu_tests python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -rs -k "triton or unaligned or adversarial or threads"
+  for b in nvfuser triton; do  # at once, each in its own process
+    ( timeout 200 python3 tools/seed_verify.py --device cuda --backends $b --sets sound \
+        --modules sequence_statistics,modulated_layer_norm --out "$W/seeds_$b.md" > "$W/seeds_$b.log" 2>&1
+      echo "rc=$?" >> "$W/seeds_$b.log" ) &
+  done
+  wait
+  tail -n 4 "$W"/seeds_*.log
+  pack
+  step 120 gpu_graphs_generate python3 -m pytest -m gpu tests/test_gpu_graphs.py -q -p no:cacheprovider -rs -k generate
 elif [ "${1:-full}" = models48 ]; then
   step 160 overhead_triton python3 tools/overhead.py --backends triton --rounds 15 --min-run-time 0.05 \
       --only "guard only,generated forward()" --out "$W/overhead_triton.md"

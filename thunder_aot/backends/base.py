@@ -36,7 +36,7 @@ def render_arg(arg: Arg) -> str:
     if isinstance(arg, DType):
         return f"torch.{arg.name}"
     if isinstance(arg, SizeArg):
-        return render_dim(arg.dim)
+        return f"float({render_dim(arg.dim)})" if arg.real else render_dim(arg.dim)
     if isinstance(arg, DeviceArg):
         return "device"
     if isinstance(arg, TorchName):

@@ -67,11 +67,12 @@ def nv_arg(arg: Arg, *, inline: bool = False, specialized: bool = False) -> str:
     if isinstance(arg, SizeArg):
         dim = arg.dim
         if isinstance(dim, int):
-            return str(dim) if inline else _scalar(dim)
+            return str(dim) if inline else _scalar(float(dim) if arg.real else dim)
         if specialized:
-            return render_dim(dim)
+            return f"float({render_dim(dim)})" if arg.real else render_dim(dim)
         text = dim.name if dim.coeff == 1 else f"fd.ops.mul({dim.name}, {_scalar(dim.coeff)})"
-        return text if not dim.offset else f"fd.ops.add({text}, {_scalar(dim.offset)})"
+        text = text if not dim.offset else f"fd.ops.add({text}, {_scalar(dim.offset)})"
+        return f"fd.ops.cast({text}, DataType.Double)" if arg.real else text
     if isinstance(arg, Seq):
         symbolic = not specialized and any(isinstance(i, SizeArg) for i in arg.items)
         # a shape with a dynamic size is a vector of nvFuser scalars; a static one stays Python ints

@@ -122,7 +122,7 @@ def run_bench(
     gen_generator = torch.Generator().manual_seed(seed)
     for point in points:
         env = dict(point.env)
-        inputs = [random_tensor(s, env, dev, gen_generator) for s in point.bucket.inputs]
+        inputs = [random_tensor(s, env, dev, gen_generator, point.bucket.value_range(i)) for i, s in enumerate(point.bucket.inputs)]
         progress(f"{point.label}: compiling and checking every system")
         with torch.no_grad():
             expected = module(*inputs)

@@ -128,7 +128,7 @@ def _sample_args(bucket: Bucket, env: dict[str, int]) -> list[torch.Tensor]:
     from thunder_aot.verify import random_tensor
 
     gen = torch.Generator().manual_seed(1234)
-    return [random_tensor(spec, env, "cpu", gen) for spec in bucket.inputs]
+    return [random_tensor(spec, env, "cpu", gen, bucket.value_range(i)) for i, spec in enumerate(bucket.inputs)]
 
 
 #: settings that name a submodule's place in a model rather than its computation, each with the
@@ -297,8 +297,8 @@ def _sub_bucket(bucket: Bucket, name: str, lo: int, hi: int) -> Bucket:
             TensorSpec(tuple(d.at({name: lo}) if isinstance(d, SymDim) and d.name == name else d for d in s.shape), s.dtype)
             for s in bucket.inputs
         )
-        return Bucket(specs, tuple(r for r in bucket.dims if r.name != name))
-    return Bucket(bucket.inputs, tuple(DimRange(name, lo, hi) if r.name == name else r for r in bucket.dims))
+        return Bucket(specs, tuple(r for r in bucket.dims if r.name != name), bucket.values)
+    return Bucket(bucket.inputs, tuple(DimRange(name, lo, hi) if r.name == name else r for r in bucket.dims), bucket.values)
 
 
 def condition_parts(lo: int, hi: int, op: str, value: int) -> list[tuple[int, int]]:
@@ -376,7 +376,7 @@ def split_at_edge(bucket: Bucket, env: dict[str, int]) -> list[Bucket] | None:
             TensorSpec(tuple(value if isinstance(d, SymDim) and value is not None else d for d in s.shape), s.dtype)
             for s in bucket.inputs
         )
-        return Bucket(specs, (rng,) if rng is not None else ())
+        return Bucket(specs, (rng,) if rng is not None else (), bucket.values)
 
     rest_bucket = at(rest.lo, None) if rest.lo == rest.hi else at(None, rest)
     return [at(size, None), rest_bucket]

@@ -57,7 +57,13 @@ def _unify(items: list[object], envs: list[dict[str, int]], path: str) -> object
             unified = _unify_int([i.value for i in items], envs, path)
             return Const(unified) if isinstance(unified, int) else SizeArg(unified)
         if any(i != first for i in items):
-            raise _Mismatch(f"{path}: the constant {[i.value for i in items]} changes with the size")
+            values = [i.value for i in items]
+            if all(isinstance(v, float) and v.is_integer() for v in values):  # x.mean over a dynamic dim divides by it
+                try:
+                    return SizeArg(_unify_int([int(v) for v in values], envs, path), real=True)
+                except _Mismatch:
+                    pass
+            raise _Mismatch(f"{path}: the constant {values} changes with the size")
         return first
     if isinstance(first, TensorSpec):
         if any(len(i.shape) != len(first.shape) or i.dtype != first.dtype for i in items):
@@ -157,7 +163,8 @@ def generalize(programs: list[BucketProgram], envs: list[dict[str, int]]) -> Buc
 def instantiate(obj: object, env: dict[str, int]) -> object:
     """The concrete program a generalised one stands for at sizes ``env`` (inverse of generalize)."""
     if isinstance(obj, SizeArg):
-        return Const(obj.dim.at(env) if isinstance(obj.dim, SymDim) else obj.dim)
+        size = obj.dim.at(env) if isinstance(obj.dim, SymDim) else obj.dim
+        return Const(float(size) if obj.real else size)
     if isinstance(obj, SymDim):
         return obj.at(env)
     if isinstance(obj, Bucket):

@@ -292,6 +292,8 @@ def _caused_by_interrupt(error: BaseException) -> bool:
 TRACE_HINTS = {
     "grouped_mm_fallback": "transformers' grouped-mm experts run their fallback custom op for weights other than "
     "bfloat16 while a tracer runs: export the mixture of experts in bfloat16",
+    "index out of range": "integer inputs are drawn from -100..99 unless their spec gives their values: token ids of "
+    "a 32000-word vocabulary are 1x[1..64]:i64[0..31999]",
 }
 
 def trace_module(

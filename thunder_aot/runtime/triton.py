@@ -37,7 +37,9 @@ __all__ = [
     "empty_strided_cuda",
     "math_expm1",
     "math_log1p",
+    "math_round",
     "math_sign",
+    "math_tanh",
     "math_trunc",
     "nan_max",
     "nan_min",
@@ -125,6 +127,29 @@ def math_log1p(x):
     u = 1.0 + x
     d = u - 1.0
     return tl.where(d == 0.0, x, tl.where(u == float("inf"), u, tl.log(u) * (x / d)))
+
+
+@triton.jit
+def math_tanh(x):
+    """torch.tanh: ``expm1(2|x|) / (expm1(2|x|) + 2)`` with x's sign, accurate near 0 (where
+    ``2 sigmoid(2x) - 1`` cancels to an absolute error, as softcapping's ``tanh(x / c) * c`` shows);
+    1 from |x| = 20 on, where float32's tanh is 1."""
+    a = tl.abs(x)
+    e = math_expm1(2.0 * a)
+    t = tl.where(a >= 20.0, 1.0, e / (e + 2.0))
+    return tl.where(x < 0, -t, tl.where(x == 0, x, t))
+
+
+@triton.jit
+def math_round(x):
+    """torch.round: to the nearest integer, halves to the even one (``floor(x + 0.5)`` would round
+    0.49999997 up). ``x - floor(x)`` is exact, except for a tiny negative x, where it is near 1 and
+    rounds up to 0 as it should."""
+    r = tl.floor(x)
+    d = x - r
+    half = r * 0.5
+    up = (d > 0.5) | ((d == 0.5) & (half != tl.floor(half)))
+    return tl.where(up, r + 1.0, r)
 
 
 @triton.jit

@@ -54,7 +54,11 @@ def sample_envs(bucket: Bucket, generator: torch.Generator) -> list[dict[str, in
     return [e for i, e in enumerate(envs) if e not in envs[:i]]
 
 
-def random_tensor(spec: TensorSpec, env: dict[str, int], device: str, generator: torch.Generator) -> torch.Tensor:
+def random_tensor(
+    spec: TensorSpec, env: dict[str, int], device: str, generator: torch.Generator,
+    value_range: tuple[int, int] | None = None,
+) -> torch.Tensor:
+    """Floats from a normal distribution; integers from ``value_range`` (inclusive), else -100..99."""
     shape = tuple(dim_value(d, env) for d in spec.shape)
     dtype = getattr(torch, spec.dtype)
     if dtype.is_floating_point:
@@ -62,12 +66,13 @@ def random_tensor(spec: TensorSpec, env: dict[str, int], device: str, generator:
         return t.to(dtype=dtype, device=device)
     if dtype == torch.bool:
         return torch.randint(0, 2, shape, generator=generator).bool().to(device)
-    return torch.randint(-100, 100, shape, generator=generator).to(dtype=dtype, device=device)
+    lo, hi = value_range if value_range is not None else (-100, 99)
+    return torch.randint(lo, min(hi + 1, 2**63 - 1), shape, generator=generator).to(dtype=dtype, device=device)
 
 
 def bucket_inputs(bucket: Bucket, device: str, generator: torch.Generator) -> Iterator[tuple[dict[str, int], list[torch.Tensor]]]:
     for env in sample_envs(bucket, generator):
-        yield env, [random_tensor(s, env, device, generator) for s in bucket.inputs]
+        yield env, [random_tensor(s, env, device, generator, bucket.value_range(i)) for i, s in enumerate(bucket.inputs)]
 
 
 def nonfinite_inputs(inputs: list[torch.Tensor], generator: torch.Generator) -> list[torch.Tensor]:

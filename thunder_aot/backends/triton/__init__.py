@@ -17,7 +17,7 @@ from thunder_aot.backends.base import Backend, Line, render_dim, source_comments
 from thunder_aot.backends.torch import TorchBackend, TorchRegionView
 from thunder_aot.backends.triton.interpreter import interpreter_rounds_like_the_gpu
 from thunder_aot.backends.triton.launch import TritonRegionView, contiguous_strides, numel_text
-from thunder_aot.backends.triton.lowering import Expr, Kind, RowProgram, Unsupported
+from thunder_aot.backends.triton.lowering import TL_DTYPES, Expr, Kind, RowProgram, Unsupported
 from thunder_aot.backends.triton.pointwise import BLOCK as POINTWISE_BLOCK
 from thunder_aot.backends.triton.pointwise import MOVES
 from thunder_aot.backends.triton.pointwise import NUM_WARPS as POINTWISE_WARPS
@@ -25,7 +25,7 @@ from thunder_aot.backends.triton.pointwise import PointwiseProgram
 from thunder_aot.backends.triton.routing import RoutingProgram
 from thunder_aot.backends.triton.schedule import MOVE_WARPS
 from thunder_aot.backends.triton.topk import topk_view
-from thunder_aot.model import DimRange, Region
+from thunder_aot.model import DimRange, DType, Region
 
 class TritonBackend(Backend):
     name = "triton"
@@ -34,7 +34,7 @@ class TritonBackend(Backend):
     #: runtime.triton's names every module with kernels reads, and the helpers its kernels may call
     #: (imported where one does)
     runtime_names = ("INTERPRET", "Kernel", "current_device", "eager_device", "empty_strided_cuda", "raw_stream")
-    kernel_helpers = ("math_expm1", "math_log1p", "math_sign", "math_trunc", "nan_max", "nan_min")
+    kernel_helpers = ("math_expm1", "math_log1p", "math_round", "math_sign", "math_tanh", "math_trunc", "nan_max", "nan_min")
     imports = (
         f"from thunder_aot.runtime.triton import {', '.join(sorted(runtime_names + kernel_helpers))}",
         "import triton",
@@ -88,6 +88,8 @@ class TritonBackend(Backend):
     ) -> TritonRegionView | TorchRegionView:
         """A row kernel where the region fits rows of its innermost dim; else a pointwise kernel
         over its outputs' elements (views inside); else the torch calls it came from."""
+        if not _has_triton_types(region):
+            return self.torch.source_view(region, dims)
         if region.ops and region.ops[0].prim == "sort_bounded":  # exporter.routing's region
             try:
                 return self._routing_view(region, dims)
@@ -295,3 +297,12 @@ def _largest(counts: list[str]) -> str:
     if all(c.isdigit() for c in counts):
         return str(max(int(c) for c in counts))
     return counts[0] if len(set(counts)) == 1 else f"max({', '.join(dict.fromkeys(counts))})"
+
+
+def _has_triton_types(region: Region) -> bool:
+    """Whether every tensor the region reads or makes, and every dtype it converts to, has a Triton
+    type (:data:`TL_DTYPES`; float8 and uint8 do not)."""
+    values = [*region.inputs, *(v for op in region.ops for v in op.outputs)]
+    args = [a for op in region.ops for a in (*op.args, *(v for _, v in op.kwargs))]
+    dtypes = {v.spec.dtype for v in values} | {a.name for a in args if isinstance(a, DType)}
+    return dtypes <= TL_DTYPES.keys()

@@ -15,9 +15,9 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from thunder_aot.backends.base import Line, nested
+from thunder_aot.backends.base import Line, nested, render_const
 from thunder_aot.backends.triton.schedule import schedule
-from thunder_aot.model import Const, DimRange, DType, PrimOp, Ref, Region, SymDim, TensorSpec, Value
+from thunder_aot.model import Const, DimRange, DType, PrimOp, Ref, Region, SizeArg, SymDim, TensorSpec, Value
 
 TL_DTYPES = {
     "bool": "tl.int1",
@@ -77,12 +77,13 @@ _UNARY = {
     "erf": "tl.erf({})",
     "sin": "tl.sin({})",
     "cos": "tl.cos({})",
-    # tanh(x) = 2 sigmoid(2x) - 1 (Triton's core language has no tanh; absolute error ~1e-7 in fp32)
-    "tanh": "2.0 * tl.sigmoid(2.0 * ({})) - 1.0",
     "exp2": "tl.exp2({})",
     "log2": "tl.log2({})",
     "log10": "tl.log({}) * 0.4342944819032518",  # log10(e)
-    # thunder_aot.runtime.triton's helpers (softplus decomposes into log1p; xIELU uses expm1)
+    # thunder_aot.runtime.triton's helpers (softplus decomposes into log1p; xIELU uses expm1; Triton's
+    # core language has no tanh or round)
+    "tanh": "math_tanh({})",
+    "round": "math_round({})",
     "expm1": "math_expm1({})",
     "log1p": "math_log1p({})",
     "trunc": "math_trunc({})",
@@ -246,7 +247,9 @@ class RowProgram:
         if isinstance(a, Ref):
             return self.exprs[a.name]
         if isinstance(a, Const) and isinstance(a.value, (int, float)) and not isinstance(a.value, bool):
-            return Expr(repr(float(a.value)) if isinstance(a.value, float) else repr(a.value), Kind.CONST)
+            return Expr(render_const(a.value), Kind.CONST)
+        if isinstance(a, SizeArg) and a.real:  # a mean over a dynamic dim divides by its size
+            return Expr(f"({self.size_text(a.dim)} * 1.0)", Kind.CONST)
         raise Unsupported(f"argument {a!r}")
 
     def op(self, op: PrimOp) -> str:

@@ -370,6 +370,8 @@ class PointwiseProgram:
             return render_const(arg.value)
         if isinstance(arg, Const) and isinstance(arg.value, bool):
             return "True" if arg.value else "False"
+        if isinstance(arg, SizeArg) and arg.real:  # a mean over a dynamic dim divides by its size
+            return f"({self.size(arg.dim)} * 1.0)"
         raise Unsupported(f"argument {arg!r}")
 
     # --- the kernel -------------------------------------------------------------------------
