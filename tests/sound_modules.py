@@ -115,6 +115,18 @@ class ModulatedLayerNorm(nn.Module):
         return self.norm(x) * (1 + scale) + shift
 
 
+class LogSoftmax(nn.Module):
+    """A float32 log_softmax of a bf16 input. Thunder decomposes it through logsumexp, which zeroes
+    an infinite row maximum: a row holding +inf comes out -inf where eager's is NaN."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.log_softmax(x.float(), -1).to(x.dtype)
+
+
+def log_softmax() -> LogSoftmax:
+    return LogSoftmax()
+
+
 def sequence_statistics() -> SequenceStatistics:
     return SequenceStatistics()
 

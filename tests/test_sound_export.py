@@ -239,6 +239,55 @@ def test_traces_that_differ_in_value_names_alone_generalize_and_other_structure_
         generalize([first, broken], envs)
 
 
+def test_a_region_verification_refuses_as_decomposed_runs_as_its_source_calls():
+    """log_softmax's decomposition differs from eager on a row holding +inf: export keeps the user's
+    own call for that region, says so with the refusal, and the module is eager's there."""
+    messages: list[str] = []
+    text = export(ExportRequest("tests.sound_modules:log_softmax", ("[1..16]x64:bf16",), backend="torch"),
+                  progress=messages.append)
+    (said,) = [m for m in messages if "run as their source's torch calls instead" in m]
+    assert said.startswith("region(s) ") and "non-finite values differ" in said, said
+    assert "torch.log_softmax(" in text or "torch.nn.functional.log_softmax(" in text
+    generated = load_module_from_text(text, "demoted_log_softmax").LogSoftmax()
+    x = torch.randn(3, 64, generator=torch.Generator().manual_seed(5)).bfloat16()
+    x[1, 9] = float("inf")
+    got, want = generated(x), resolve_module("tests.sound_modules:log_softmax")(x)
+    assert torch.isnan(want[1]).all() and torch.equal(got.isnan(), want.isnan())
+
+
+def test_demotion_keeps_the_refusal_where_no_region_as_its_source_calls_verifies():
+    """verified_with_source_calls tries one region at a time, then all: it returns the first text that
+    verifies (naming its region), and raises the first refusal where none does."""
+    from thunder_aot.backends import get_backend
+    from thunder_aot.exporter import build_program
+    from thunder_aot.exporter.demote import demotable, verified_with_source_calls
+
+    program, _, _ = build_program(
+        ExportRequest("thunder_aot.examples.blocks:residual_rmsnorm", ("1x[S=1..8]x2880:bf16, 1x[S]x2880:bf16",),
+                      backend="torch"), progress=lambda m: None)
+    backend = get_backend("torch")
+    candidates = demotable(program, backend)
+    assert candidates and all(k == 0 for k, _ in candidates)
+    refusal = ExportError("refused as decomposed")
+    texts = []
+
+    def never(text: str) -> None:
+        texts.append(text)
+        raise ExportError("still refused")
+
+    with pytest.raises(ExportError, match="refused as decomposed"):
+        verified_with_source_calls(program, backend, refusal, repr, never, print)
+    assert len(texts) == len(candidates) + (len(candidates) > 1)
+    last = candidates[-1][1]
+    messages: list[str] = []
+    text, result = verified_with_source_calls(
+        program, backend, refusal, repr, lambda t: "ok" if f"Region(name='{last}'" not in t else never(t),
+        messages.append)
+    assert result == "ok" and f"Region(name='{last}'" not in text
+    assert messages == [f"region(s) {last}: verification refused them as Thunder decomposed them (refused as decomposed); "
+                        "they run as their source's torch calls instead, and that verified"]
+
+
 def test_a_float_constant_that_moves_with_a_dynamic_size_is_that_size_as_a_float():
     """x.mean(1) over a dynamic dim divides by the size as a float (64.0 at S = 64): the traces'
     constants become the size (var's n - 1 too), instantiated as floats again; a float that is not

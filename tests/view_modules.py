@@ -125,17 +125,18 @@ class UnaryMath(nn.Module):
     """The unary math Triton's core language lacks, written from its ops (runtime.triton's
     ``math_*``): expm1 and log1p (softplus decomposes into it) where the plain formulas cancel,
     exp2, log2, log10, trunc, sign, isfinite; tanh near 0 (a softcap of small values) and far out;
-    round, its halves to even (x * 4 floored, halved: every other value a half); pointwise, then
-    under a row mean."""
+    round, its halves to even (x * 4 floored, halved: every other value a half); infinite constants
+    (a kernel once wrote them as a bare ``inf``); pointwise, then under a row mean."""
 
     def forward(self, x: torch.Tensor):
         a = torch.expm1(x * 1e-3) + torch.log1p(x.abs() * 1e-4) + torch.nn.functional.softplus(x)
         b = torch.exp2(x) - torch.log2(x.abs() + 1) + torch.log10(x.abs() + 2) + torch.trunc(x * 3) * torch.sign(x)
         softcap = torch.tanh(x * 1e-4) * 1e4 + torch.tanh(x * 12.0)
         rounded = torch.round(torch.floor(x * 4) * 0.5)
+        clipped = torch.where(x > 1.5, float("inf"), torch.where(x < -1.5, float("-inf"), x))
         finite = torch.isfinite(x)
         c = torch.where(finite, a + b, 0.0)
-        return c, (c - c.mean(-1, keepdim=True)).to(torch.bfloat16), finite, softcap, rounded
+        return c, (c - c.mean(-1, keepdim=True)).to(torch.bfloat16), finite, softcap, rounded, clipped
 
 class SinkSoftmax(nn.Module):
     """GPT-OSS's attention sinks: the scaled, masked scores and one sink logit per head side by side,

@@ -607,13 +607,26 @@ def export(request: ExportRequest, *, verify: bool = True, progress: Progress | 
     )
     text = render(program, backend, request.command(), versions(), checks=request.checks)
     if verify:
+        from thunder_aot.exporter.demote import verified_with_source_calls
         from thunder_aot.verify import new_seed
 
         buckets = [bucket for bucket, _ in program.dispatch]
         seed = request.verify_seed if request.verify_seed is not None else new_seed()
-        eager_only: list[str] = []
-        checked = run_verify(text, module, buckets, program.class_name, device=backend.verify_device, seed=seed,
-                             without_float64=eager_only)
+
+        def verified(text: str) -> tuple[int, list[str]]:
+            eager_only: list[str] = []
+            checked = run_verify(text, module, buckets, program.class_name, device=backend.verify_device, seed=seed,
+                                 without_float64=eager_only)
+            return checked, eager_only
+
+        try:
+            checked, eager_only = verified(text)
+        except ExportError as refusal:
+            text, (checked, eager_only) = verified_with_source_calls(
+                program, backend, refusal,
+                lambda demoted: render(demoted, backend, request.command(), versions(), checks=request.checks),
+                verified, progress,
+            )
         against = ("float64" if not eager_only else
                    f"float64; {len(eager_only)} of them against eager alone: the source module cannot run in float64")
         progress(f"verified: {checked} calls match the source module (against {against}; seed {seed})")
