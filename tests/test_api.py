@@ -148,6 +148,7 @@ def test_export_of_a_module_without_values_is_one_clear_error():
         thunder_aot.export(rmsnorm().to("meta"), "1x[1..16]x2880:bf16", backend="torch", verify=False)
 
 
+@pytest.mark.traces
 def test_an_embedding_exports_with_its_ids_range_and_serves_ids_at_both_ends_of_the_table():
     """Token ids given as ``:i64[0..99]``: export traces and verifies inside the table, and the
     generated module looks up ids 0 and 99 as the source does."""

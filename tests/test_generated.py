@@ -194,6 +194,20 @@ def test_nvfuser_symbolic_mode_defines_minus_one_sizes():
     assert "(t16,) = fusion0.execute([hidden_states, t_weight])" in text
 
 
+@pytest.mark.parametrize("mode,divisor", [("specialize", "fd.define_scalar(float(s0), dtype=DataType.Double)"),
+                                          ("symbolic", "fd.ops.cast(s0, DataType.Double)")])
+def test_nvfuser_divides_a_mean_over_a_dynamic_dim_by_its_size_as_a_double(mode, divisor):
+    """A mean over the dynamic dim traced 64.0 and 33.0 (SizeArg.real): the definition divides by the
+    size made a Double scalar, recorded per size (specialize) or read from the input (symbolic). Its
+    numerics are a GPU test (tools/gpu_session.sh models51)."""
+    result = run_cli(
+        "export", "tests.sound_modules:sequence_statistics", "--shapes", "2x[2..40]x64:bf16", "--nvfuser-dynamic", mode,
+        "--backend", "nvfuser", "--no-verify",
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"fd.ops.reciprocal({divisor})" in result.stdout
+
+
 def test_unchecked_export_leaves_out_the_per_call_checks_and_says_so():
     shapes = "1x[1..2048]x2880:bf16"
     checked = run_cli("export", "thunder_aot.examples.gpt_oss:rmsnorm", "--shapes", shapes, "--backend", "nvfuser", "--no-verify")

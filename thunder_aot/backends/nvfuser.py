@@ -68,8 +68,8 @@ def nv_arg(arg: Arg, *, inline: bool = False, specialized: bool = False) -> str:
         dim = arg.dim
         if isinstance(dim, int):
             return str(dim) if inline else _scalar(float(dim) if arg.real else dim)
-        if specialized:
-            return f"float({render_dim(dim)})" if arg.real else render_dim(dim)
+        if specialized:  # a float as a constant of the definition is (Const's _scalar)
+            return f"fd.define_scalar(float({render_dim(dim)}), dtype=DataType.Double)" if arg.real else render_dim(dim)
         text = dim.name if dim.coeff == 1 else f"fd.ops.mul({dim.name}, {_scalar(dim.coeff)})"
         text = text if not dim.offset else f"fd.ops.add({text}, {_scalar(dim.offset)})"
         return f"fd.ops.cast({text}, DataType.Double)" if arg.real else text
