@@ -184,6 +184,13 @@ ZOO = {
     "var": (lambda: Fn(lambda x: torch.var(x, -1)), f"[1..64]x{D}", False),
     "std_norm": (StdNorm, f"[1..64]x{D}", True),
     "dropout_eval": (lambda: nn.Dropout(0.1).eval(), f"[1..64]x{D}", True),
+    # a setting read through an nn.Sequential's child "0" (its path once could not be read back)
+    "sequential_silu_inplace": (lambda: nn.Sequential(nn.SiLU(inplace=True)), f"[1..64]x{D}", True),
+    "torch_rmsnorm": (lambda: nn.RMSNorm(D, eps=1e-6), f"1x[1..64]x{D}:bf16", True),
+    "group_norm": (lambda: nn.GroupNorm(8, D), f"[1..16]x{D}x7", False),
+    "glu": (lambda: Fn(lambda x: F.glu(x, -1)), f"[1..64]x{D}:bf16", True),
+    "logsumexp": (lambda: Fn(lambda x: torch.logsumexp(x, -1)), f"[1..64]x{D}", True),
+    "softmax_dim1": (lambda: Fn(lambda x: torch.softmax(x, 1)), f"2x[1..64]x{D}", True),
     # token ids inside the table: the spec's value range
     "embedding": (Embed, "1x[1..64]:i64[0..511]", True),
     "embedding_i32_edge": (Embed, "2x[1..64]:i32[500..511]", True),

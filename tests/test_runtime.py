@@ -206,3 +206,7 @@ def test_setting_paths_step_through_module_containers_and_items():
         rt.setting(owner, "layers.2.eps")
     with pytest.raises(ValueError, match="cannot read the setting path"):
         rt.setting(owner, "layers..eps")
+    # an nn.Sequential's own children are numbered from the first step on
+    assert rt.setting(torch.nn.Sequential(torch.nn.SiLU(inplace=True)), "0.inplace") is True
+    with pytest.raises(ValueError, match="cannot read the setting path"):
+        rt.setting(layers, "1.")

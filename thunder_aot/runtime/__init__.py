@@ -224,21 +224,22 @@ GLOBAL_BACKWARD_PRE_HOOKS = torch.nn.modules.module._global_backward_pre_hooks
 GLOBAL_BACKWARD_HOOKS = torch.nn.modules.module._global_backward_hooks
 
 
-_SETTING_STEP = re.compile(r"\.?([A-Za-z_][A-Za-z_0-9]*|(?<=\.)\d+)|\[('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|-?\d+)\]")
+_SETTING_STEP = re.compile(r"\.?([A-Za-z_][A-Za-z_0-9]*)|(?:^|\.)(\d+)|\[('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|-?\d+)\]")
 
 
 def setting(source: object, path: str) -> object:
     """The value at ``path`` of ``source``: attributes and items at any depth, as the export
     recorded them (``variance_epsilon``, ``config.rope_theta``, ``opts['bias']``); a missing one
-    raises ValueError naming the path. A numeric step after a dot is a submodule of a container
-    (``layers.0.self_attn``), read as torch's ``get_submodule`` does."""
+    raises ValueError naming the path. A numeric step first or after a dot is a submodule of a
+    container (``layers.0.self_attn``; ``0.inplace`` of an nn.Sequential), read as torch's
+    ``get_submodule`` does."""
     value, at = source, 0
     while at < len(path):
         step = _SETTING_STEP.match(path, at)
         if step is None:
             raise ValueError(f"cannot read the setting path {path!r}")
         try:
-            value = getattr(value, step[1]) if step[1] else value[ast.literal_eval(step[2])]
+            value = getattr(value, step[1] or step[2]) if step[3] is None else value[ast.literal_eval(step[3])]
         except (AttributeError, KeyError, IndexError, TypeError) as e:
             raise ValueError(f"the source has no setting {path!r} ({type(e).__name__}: {e})") from None
         at = step.end()
