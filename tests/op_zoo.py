@@ -1,7 +1,6 @@
 """Small hand-written modules of the kinds LLM code holds, none of them a bundled example or a
 transformers class: norms, activations, softcaps, quantizers, rotary, statistics over a dynamic dim,
-lookups, attention. tests/test_op_zoo.py exports each with the torch and Triton backends (verified);
-tools/op_probe.py prints what each becomes.
+lookups, attention. tests/test_op_zoo.py exports each with the torch and Triton backends (verified).
 
 ``ZOO``: name -> (factory, shapes, fused) where ``fused``: every region of the Triton export is a
 kernel (no region runs as torch calls, none given up by verification).
@@ -13,10 +12,14 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from tests.sound_modules import ModulatedLayerNorm
+
 D = 256
 
 
 class Fn(nn.Module):
+    """A module whose forward is a function of its inputs."""
+
     def __init__(self, fn):
         super().__init__()
         self.fn = fn
@@ -33,15 +36,6 @@ def rotate_every_two(x):
 class GPTJRotary(nn.Module):
     def forward(self, x, sin, cos):
         return x * cos + rotate_every_two(x) * sin
-
-
-class AdaLN(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.norm = nn.LayerNorm(D, elementwise_affine=False, eps=1e-6)
-
-    def forward(self, x, shift, scale):
-        return self.norm(x) * (1 + scale) + shift
 
 
 class PerTokenInt8(nn.Module):
@@ -176,7 +170,7 @@ ZOO = {
     "gptj_rotary": (GPTJRotary, "1x4x[S=1..64]x64:bf16, 1x1x[S]x64:bf16, 1x1x[S]x64:bf16", True),
     "cumsum": (lambda: Fn(lambda x: x.cumsum(-1)), f"[1..64]x{D}", False),
     # F.layer_norm's float32 variance overflows on 1e20 where the kernel's does not (the judge's float64 rule)
-    "adaln": (AdaLN, f"2x[S=1..64]x{D}, 2x1x{D}, 2x1x{D}", True),
+    "adaln": (ModulatedLayerNorm, f"2x[S=1..64]x{D}, 2x1x{D}, 2x1x{D}", True),
     # statistics over the dynamic dim: divided by the size as a float (SizeArg.real)
     "mean_pool": (lambda: Fn(lambda x: x.mean(1)), f"2x[1..64]x{D}", True),
     "mean_var_seq": (lambda: Fn(lambda x: x.mean(1) * x.var(1) + x.std(-2, keepdim=True).sum(1)), f"2x[1..64]x{D}:bf16",
