@@ -241,9 +241,10 @@ def test_traces_that_differ_in_value_names_alone_generalize_and_other_structure_
 
 def test_a_region_verification_refuses_as_decomposed_runs_as_its_source_calls():
     """log_softmax's decomposition differs from eager on a row holding +inf: export keeps the user's
-    own call for that region, says so with the refusal, and the module is eager's there."""
+    own call for that region, says so with the refusal, and the module is eager's there. (Verification
+    seed 0 puts +inf in a row without NaN, as most seeds do; seeds 5 and 6 do not.)"""
     messages: list[str] = []
-    text = export(ExportRequest("tests.sound_modules:log_softmax", ("[1..16]x64:bf16",), backend="torch"),
+    text = export(ExportRequest("tests.sound_modules:log_softmax", ("[1..16]x64:bf16",), backend="torch", verify_seed=0),
                   progress=messages.append)
     (said,) = [m for m in messages if "run as their source's torch calls instead" in m]
     assert said.startswith("region(s) ") and "non-finite values differ" in said, said
