@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.examples import EXPORTS  # noqa: E402
 from thunder_aot.exporter.resolve import resolve_module  # noqa: E402
 from thunder_aot.shapes import parse_shapes  # noqa: E402
-from thunder_aot.verify import load_module_from_text, random_tensor  # noqa: E402
+from thunder_aot.verify import load_module_from_text, random_inputs  # noqa: E402
 
 
 def inputs_at(shapes: str, size: int, generator: torch.Generator) -> list[torch.Tensor]:
@@ -28,7 +28,7 @@ def inputs_at(shapes: str, size: int, generator: torch.Generator) -> list[torch.
     its range (seeded random values, on the GPU)."""
     bucket = next(b for b in parse_shapes(shapes) if b.dims)
     env = {d.name: min(max(size, d.lo), d.hi) for d in bucket.dims}
-    return [random_tensor(spec, env, "cuda", generator) for spec in bucket.inputs]
+    return random_inputs(bucket, env, "cuda", generator)
 
 
 def main() -> None:

@@ -23,7 +23,7 @@ from thunder_aot.bench import bare_launches, interleaved_times, points_for, prin
 from thunder_aot.cli import regenerate_command
 from thunder_aot.resolve import resolve_module
 from thunder_aot.shapes import parse_shapes
-from thunder_aot.verify import load_module_from_text, random_tensor
+from thunder_aot.verify import load_module_from_text, random_inputs
 
 #: module stem -> the size of the dynamic dim (tokens) to time at
 STEMS = {"rmsnorm": 128, "gelu_gate": 128, "layer_norm": 128, "residual_rmsnorm": 128, "rotary": 128, "softmax": 128}
@@ -39,7 +39,7 @@ def module_case(stem: str, size: int, device: str = "cuda"):
     point = next(p for b in buckets for p in points_for(b, [size]) if size in dict(p.env).values())
     bucket = point.bucket
     generator = torch.Generator().manual_seed(0)
-    inputs = [random_tensor(spec, dict(point.env), device, generator) for spec in bucket.inputs]
+    inputs = random_inputs(bucket, dict(point.env), device, generator)
     gen = load_module_from_text(path.read_text(), f"hotpath_{stem}")
     generated_class = getattr(gen, type(source).__name__)
     return gen, generated_class.from_module(source), inputs, point.label

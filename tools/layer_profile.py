@@ -57,7 +57,7 @@ def main() -> int:
     from thunder_aot.exporter import ExportRequest, export
     from thunder_aot.exporter.resolve import resolve_module
     from thunder_aot.shapes import parse_shapes
-    from thunder_aot.verify import load_module_from_text, random_tensor
+    from thunder_aot.verify import load_module_from_text, random_inputs
 
     module = copy.deepcopy(resolve_module(args.source)).eval().cuda()
     systems = {"eager": module, "torch.compile": torch.compile(module)}
@@ -71,7 +71,7 @@ def main() -> int:
     generator = torch.Generator().manual_seed(0)
     for size in map(int, args.sizes.split(",")):
         env = {name: size}
-        inputs = [random_tensor(s, env, "cuda", generator) for s in bucket.inputs]
+        inputs = random_inputs(bucket, env, "cuda", generator)
         lines += [f"## {name}={size}", ""]
         with torch.no_grad():
             for system, fn in systems.items():

@@ -40,7 +40,7 @@ def main() -> int:
     from thunder_aot.exporter.resolve import resolve_module
     from thunder_aot.runtime.triton import Kernel
     from thunder_aot.shapes import parse_shapes
-    from thunder_aot.verify import load_module_from_text, random_tensor
+    from thunder_aot.verify import load_module_from_text, random_inputs
 
     module = copy.deepcopy(resolve_module(args.source)).eval().cuda()
     text = export(ExportRequest(args.source, (args.shapes,), backend="triton"), verify=False)
@@ -57,7 +57,7 @@ def main() -> int:
     dim = bucket.dims[0].name
     sizes = [int(s) for s in args.sizes.split(",")]
     generator = torch.Generator().manual_seed(0)
-    inputs = {s: [random_tensor(t, {dim: s}, "cuda", generator) for t in bucket.inputs] for s in sizes}
+    inputs = {s: random_inputs(bucket, {dim: s}, "cuda", generator) for s in sizes}
     warps = [int(w) for w in args.warps.split(",")]
     lines = [f"# num_warps per kernel: {args.source}", "", f"    python3 tools/warps_sweep.py {' '.join(sys.argv[1:])}", ""]
     lines += ["µs per call (torch.profiler, 20 calls); * the schedule's setting", ""]

@@ -42,7 +42,7 @@ def run_bench(
     from thunder_aot.exporter import ExportRequest, export, versions
     from thunder_aot.exporter.resolve import resolve_module
     from thunder_aot.shapes import parse_shapes
-    from thunder_aot.verify import load_module_from_text, random_tensor
+    from thunder_aot.verify import load_module_from_text, random_inputs
     from thunder_aot.verify.judge import reference64
 
     cuda = torch.cuda.is_available() if device == "auto" else device == "cuda"
@@ -122,7 +122,7 @@ def run_bench(
     gen_generator = torch.Generator().manual_seed(seed)
     for point in points:
         env = dict(point.env)
-        inputs = [random_tensor(s, env, dev, gen_generator, point.bucket.value_range(i)) for i, s in enumerate(point.bucket.inputs)]
+        inputs = random_inputs(point.bucket, env, dev, gen_generator)
         progress(f"{point.label}: compiling and checking every system")
         with torch.no_grad():
             expected = module(*inputs)

@@ -125,10 +125,9 @@ def trace_envs(bucket: Bucket) -> list[dict[str, int]]:
 
 
 def _sample_args(bucket: Bucket, env: dict[str, int]) -> list[torch.Tensor]:
-    from thunder_aot.verify import random_tensor
+    from thunder_aot.verify import random_inputs
 
-    gen = torch.Generator().manual_seed(1234)
-    return [random_tensor(spec, env, "cpu", gen, bucket.value_range(i)) for i, spec in enumerate(bucket.inputs)]
+    return random_inputs(bucket, env, "cpu", torch.Generator().manual_seed(1234))
 
 
 #: settings that name a submodule's place in a model rather than its computation, each with the

@@ -65,12 +65,12 @@ def verified_with_source_calls(
     one region (else every demotable one) run as its source calls that verifies, and what
     ``verify_text`` returned for it. Raises ``refusal`` where none does."""
     candidates = demotable(program, backend)
+    if not candidates:
+        raise refusal
     tries = [[c] for c in candidates] if len(candidates) <= MOST_TRIED_ONE_BY_ONE else []
     if len(candidates) > 1 or not tries:
         tries.append(candidates)
     for which in tries:
-        if not which:
-            continue
         try:
             text = render_text(demote(program, set(which)))
             result = verify_text(text)

@@ -70,9 +70,14 @@ def random_tensor(
     return torch.randint(lo, min(hi + 1, 2**63 - 1), shape, generator=generator).to(dtype=dtype, device=device)
 
 
+def random_inputs(bucket: Bucket, env: dict[str, int], device: str, generator: torch.Generator) -> list[torch.Tensor]:
+    """One random tensor per input of ``bucket`` at sizes ``env`` (integers within its value ranges)."""
+    return [random_tensor(s, env, device, generator, bucket.value_range(i)) for i, s in enumerate(bucket.inputs)]
+
+
 def bucket_inputs(bucket: Bucket, device: str, generator: torch.Generator) -> Iterator[tuple[dict[str, int], list[torch.Tensor]]]:
     for env in sample_envs(bucket, generator):
-        yield env, [random_tensor(s, env, device, generator, bucket.value_range(i)) for i, s in enumerate(bucket.inputs)]
+        yield env, random_inputs(bucket, env, device, generator)
 
 
 def nonfinite_inputs(inputs: list[torch.Tensor], generator: torch.Generator) -> list[torch.Tensor]:
