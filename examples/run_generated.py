@@ -1,6 +1,6 @@
 """Import a generated RMSNorm module, run it next to the source module, and show that it matches.
 
-    python examples/run_generated.py build/example/rmsnorm_torch.py
+python examples/run_generated.py build/example/rmsnorm_torch.py
 """
 
 from __future__ import annotations

@@ -50,10 +50,10 @@ def define_fusion0(fd: FusionDefinition, s0: int) -> None:
         is_cpu=False,
         stride_order=[1, 0],
     )
-    # thunder_aot/examples/blocks.py:69: gate, up = gate_up.chunk(2, dim=-1)
+    # thunder_aot/examples/blocks.py:70: gate, up = gate_up.chunk(2, dim=-1)
     gate = fd.ops.slice(gate_up, [0, 0], [s0, 1024], [1, 1])
     up = fd.ops.slice(gate_up, [0, 1024], [s0, 2048], [1, 1])
-    # thunder_aot/examples/blocks.py:70: return F.gelu(gate, approximate="tanh") * up
+    # thunder_aot/examples/blocks.py:71: return F.gelu(gate, approximate="tanh") * up
     t2 = fd.ops.cast(gate, DataType.Float)
     t3 = fd.ops.cast(gate, DataType.Float)
     t4 = fd.ops.mul(t2, t3)

@@ -54,10 +54,10 @@ def forward(gate_up):
     if program == 0:
         # serves [s0=1..2048]x2048:bfloat16
         # fusion0: slice, slice, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, convert_element_type, add, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, tanh, convert_element_type, convert_element_type, add, convert_element_type, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, convert_element_type, mul, convert_element_type
-        # thunder_aot/examples/blocks.py:69: gate, up = gate_up.chunk(2, dim=-1)
+        # thunder_aot/examples/blocks.py:70: gate, up = gate_up.chunk(2, dim=-1)
         gate = gate_up[:, 0:1024]
         up = gate_up[:, 1024:2048]
-        # thunder_aot/examples/blocks.py:70: return F.gelu(gate, approximate="tanh") * up
+        # thunder_aot/examples/blocks.py:71: return F.gelu(gate, approximate="tanh") * up
         t2 = gate.to(torch.float32)
         t3 = gate.to(torch.float32)
         t4 = t2 * t3

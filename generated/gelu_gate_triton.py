@@ -56,10 +56,10 @@ def fusion0_kernel(gate_up_ptr, t36_out_ptr, N: tl.constexpr, BLOCK: tl.constexp
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     mask = cols < N
-    # thunder_aot/examples/blocks.py:69: gate, up = gate_up.chunk(2, dim=-1)
+    # thunder_aot/examples/blocks.py:70: gate, up = gate_up.chunk(2, dim=-1)
     gate = tl.load(gate_up_ptr + row * 2048 + 0 + cols, mask=mask, other=0.0)
     up = tl.load(gate_up_ptr + row * 2048 + 1024 + cols, mask=mask, other=0.0)
-    # thunder_aot/examples/blocks.py:70: return F.gelu(gate, approximate="tanh") * up
+    # thunder_aot/examples/blocks.py:71: return F.gelu(gate, approximate="tanh") * up
     t2 = (gate).to(tl.float32)
     t3 = (gate).to(tl.float32)
     t4 = t2 * t3

@@ -64,14 +64,14 @@ def define_fusion0(fd: FusionDefinition, S: int) -> None:
         is_cpu=False,
         stride_order=[3, 2, 1, 0],
     )
-    # thunder_aot/examples/blocks.py:78: rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    # thunder_aot/examples/blocks.py:79: rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
     t0 = fd.ops.slice(x, [0, 0, 0, 32], [1, 8, S, 64], [1, 1, 1, 1])
     t1 = fd.ops.cast(t0, DataType.Float)
     t2 = fd.ops.neg(t1)
     t3 = fd.ops.cast(t2, DataType.BFloat16)
     t4 = fd.ops.slice(x, [0, 0, 0, 0], [1, 8, S, 32], [1, 1, 1, 1])
     rotated = fd.ops.cat([t3, t4], -1)
-    # thunder_aot/examples/blocks.py:79: return x * cos + rotated * sin
+    # thunder_aot/examples/blocks.py:80: return x * cos + rotated * sin
     t6 = fd.ops.broadcast_in_dim(cos, [1, 8, S, 64], [0, 1, 2, 3])
     t7 = fd.ops.cast(x, DataType.Float)
     t8 = fd.ops.cast(t6, DataType.Float)

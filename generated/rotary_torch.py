@@ -89,14 +89,14 @@ def forward(x, cos, sin):
         # serves 1x8x[S=1..2048]x64:bfloat16, 1x1x[S]x64:bfloat16, 1x1x[S]x64:bfloat16
         S = x.shape[2]
         # fusion0: slice, convert_element_type, neg, convert_element_type, slice, cat, broadcast_in_dim, convert_element_type, convert_element_type, mul, convert_element_type, broadcast_in_dim, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, convert_element_type, add, convert_element_type
-        # thunder_aot/examples/blocks.py:78: rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+        # thunder_aot/examples/blocks.py:79: rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
         t0 = x[:, :, :, 32:64]
         t1 = t0.to(torch.float32)
         t2 = torch.neg(t1)
         t3 = t2.to(torch.bfloat16)
         t4 = x[:, :, :, 0:32]
         rotated = torch.cat([t3, t4], -1)
-        # thunder_aot/examples/blocks.py:79: return x * cos + rotated * sin
+        # thunder_aot/examples/blocks.py:80: return x * cos + rotated * sin
         t6 = cos.expand(1, 8, S, 64)
         t7 = x.to(torch.float32)
         t8 = t6.to(torch.float32)

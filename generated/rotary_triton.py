@@ -60,13 +60,13 @@ def fusion0_kernel(x_ptr, cos_ptr, sin_ptr, t19_out_ptr, S, _rows, N: tl.constex
     x = tl.load(x_ptr + row * N + cols, mask=mask, other=0.0)
     cos = tl.load(cos_ptr + (row % S) * N + cols, mask=mask, other=0.0)
     sin = tl.load(sin_ptr + (row % S) * N + cols, mask=mask, other=0.0)
-    # thunder_aot/examples/blocks.py:78: rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    # thunder_aot/examples/blocks.py:79: rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
     rotated_0_part0 = tl.load(x_ptr + row * 64 + 32 + cols, mask=mask & (cols < 32), other=0.0)
     rotated_1_part1 = tl.load(x_ptr + row * 64 - 32 + cols, mask=mask & (cols >= 32) & (cols < 64), other=0.0)
     rotated = tl.where(
         cols < 32, (((-(((rotated_0_part0).to(tl.float32))))).to(tl.bfloat16)), rotated_1_part1
     )
-    # thunder_aot/examples/blocks.py:79: return x * cos + rotated * sin
+    # thunder_aot/examples/blocks.py:80: return x * cos + rotated * sin
     t7 = (x).to(tl.float32)
     t8 = (cos).to(tl.float32)
     t9 = t7 * t8

@@ -61,7 +61,7 @@ def define_program0_fusion0(fd: FusionDefinition) -> None:
         is_cpu=False,
         stride_order=[3, 2, 1, 0],
     )
-    # thunder_aot/examples/blocks.py:61: probs = torch.softmax(scores.float() * self.scale + mask, dim=-1)
+    # thunder_aot/examples/blocks.py:62: probs = torch.softmax(scores.float() * self.scale + mask, dim=-1)
     t0 = fd.ops.cast(scores, DataType.Float)
     t2 = fd.ops.mul(t0, fd.define_scalar(0.125, dtype=DataType.Double))
     t3 = fd.ops.broadcast_in_dim(mask_, [1, 8, 1, 1], [0, 1, 2, 3])
@@ -79,7 +79,7 @@ def define_program0_fusion0(fd: FusionDefinition) -> None:
     t15 = t14
     t16 = fd.ops.mul(t11, fd.ops.reciprocal(t15))
     probs = t16
-    # thunder_aot/examples/blocks.py:62: return probs.to(scores.dtype)
+    # thunder_aot/examples/blocks.py:63: return probs.to(scores.dtype)
     t18 = fd.ops.cast(probs, DataType.BFloat16)
     fd.add_output(t18)
 
@@ -102,7 +102,7 @@ def define_program1_fusion0(fd: FusionDefinition, S: int) -> None:
         is_cpu=False,
         stride_order=[3, 2, 1, 0],
     )
-    # thunder_aot/examples/blocks.py:61: probs = torch.softmax(scores.float() * self.scale + mask, dim=-1)
+    # thunder_aot/examples/blocks.py:62: probs = torch.softmax(scores.float() * self.scale + mask, dim=-1)
     t0 = fd.ops.cast(scores, DataType.Float)
     t2 = fd.ops.mul(t0, fd.define_scalar(0.125, dtype=DataType.Double))
     t3 = fd.ops.broadcast_in_dim(mask_, [1, 8, S, S], [0, 1, 2, 3])
@@ -122,7 +122,7 @@ def define_program1_fusion0(fd: FusionDefinition, S: int) -> None:
     t17 = fd.ops.broadcast_in_dim(t16, [1, 8, S, S], [0, 1, 2, 3])
     t18 = fd.ops.mul(t12, fd.ops.reciprocal(t17))
     probs = t18
-    # thunder_aot/examples/blocks.py:62: return probs.to(scores.dtype)
+    # thunder_aot/examples/blocks.py:63: return probs.to(scores.dtype)
     t20 = fd.ops.cast(probs, DataType.BFloat16)
     fd.add_output(t20)
 

@@ -88,7 +88,7 @@ def forward(scores, mask_):
     if program == 0:
         # serves 1x8x1x1:bfloat16, 1x1x1x1:float32
         # program0_fusion0: convert_element_type, mul, broadcast_in_dim, add, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, div, shallow_copy, convert_element_type
-        # thunder_aot/examples/blocks.py:61: probs = torch.softmax(scores.float() * self.scale + mask, dim=-1)
+        # thunder_aot/examples/blocks.py:62: probs = torch.softmax(scores.float() * self.scale + mask, dim=-1)
         t0 = scores.to(torch.float32)
         t2 = t0 * 0.125
         t3 = mask_.expand(1, 8, 1, 1)
@@ -106,14 +106,14 @@ def forward(scores, mask_):
         t15 = t14
         t16 = t11 / t15
         probs = t16
-        # thunder_aot/examples/blocks.py:62: return probs.to(scores.dtype)
+        # thunder_aot/examples/blocks.py:63: return probs.to(scores.dtype)
         t18 = probs.to(torch.bfloat16)
         return t18
     if program == 1:
         # serves 1x8x[S=2..512]x[S]:bfloat16, 1x1x[S]x[S]:float32
         S = scores.shape[2]
         # program1_fusion0: convert_element_type, mul, broadcast_in_dim, add, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, broadcast_in_dim, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, broadcast_in_dim, div, shallow_copy, convert_element_type
-        # thunder_aot/examples/blocks.py:61: probs = torch.softmax(scores.float() * self.scale + mask, dim=-1)
+        # thunder_aot/examples/blocks.py:62: probs = torch.softmax(scores.float() * self.scale + mask, dim=-1)
         t0 = scores.to(torch.float32)
         t2 = t0 * 0.125
         t3 = mask_.expand(1, 8, S, S)
@@ -133,7 +133,7 @@ def forward(scores, mask_):
         t17 = t16.expand(1, 8, S, S)
         t18 = t12 / t17
         probs = t18
-        # thunder_aot/examples/blocks.py:62: return probs.to(scores.dtype)
+        # thunder_aot/examples/blocks.py:63: return probs.to(scores.dtype)
         t20 = probs.to(torch.bfloat16)
         return t20
 

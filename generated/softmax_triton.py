@@ -64,7 +64,7 @@ def program0_fusion0_kernel(scores_ptr, mask__ptr, t18_out_ptr, _rows, N: tl.con
     mask = in_rows & lanes
     scores = tl.load(scores_ptr + row * N + cols, mask=mask, other=0.0)
     mask_ = tl.load(mask__ptr + cols, mask=lanes, other=0.0)
-    # thunder_aot/examples/blocks.py:61: probs = torch.softmax(scores.float() * self.scale + mask, dim=-1)
+    # thunder_aot/examples/blocks.py:62: probs = torch.softmax(scores.float() * self.scale + mask, dim=-1)
     t0 = (scores).to(tl.float32)
     t2 = t0 * 0.125
     t4 = t2 + mask_
@@ -73,7 +73,7 @@ def program0_fusion0_kernel(scores_ptr, mask__ptr, t18_out_ptr, _rows, N: tl.con
     t11 = tl.exp(t10)
     t13 = tl.sum(tl.where(mask, t11, 0.0), axis=1, keep_dims=True)
     t16 = t11 / t13
-    # thunder_aot/examples/blocks.py:62: return probs.to(scores.dtype)
+    # thunder_aot/examples/blocks.py:63: return probs.to(scores.dtype)
     t18 = (t16).to(tl.bfloat16)
     tl.store(t18_out_ptr + row * N + cols, t18, mask=mask)
 
@@ -95,7 +95,7 @@ def program1_fusion0_kernel(
     mask = in_rows & lanes
     scores = tl.load(scores_ptr + row * N + cols, mask=mask, other=0.0)
     mask_ = tl.load(mask__ptr + (row % S) * N + cols, mask=mask, other=0.0)
-    # thunder_aot/examples/blocks.py:61: probs = torch.softmax(scores.float() * self.scale + mask, dim=-1)
+    # thunder_aot/examples/blocks.py:62: probs = torch.softmax(scores.float() * self.scale + mask, dim=-1)
     t0 = (scores).to(tl.float32)
     t2 = t0 * 0.125
     t4 = t2 + mask_
@@ -104,7 +104,7 @@ def program1_fusion0_kernel(
     t12 = tl.exp(t11)
     t14 = tl.sum(tl.where(mask, t12, 0.0), axis=1, keep_dims=True)
     t18 = t12 / t14
-    # thunder_aot/examples/blocks.py:62: return probs.to(scores.dtype)
+    # thunder_aot/examples/blocks.py:63: return probs.to(scores.dtype)
     t20 = (t18).to(tl.bfloat16)
     tl.store(t20_out_ptr + row * N + cols, t20, mask=mask)
 

@@ -50,7 +50,7 @@ def define_fusion0(fd: FusionDefinition, s0: int) -> None:
         is_cpu=False,
         stride_order=[1, 0],
     )
-    # thunder_aot/examples/blocks.py:110: return torch.softmax(logits.float() / self.temperature, dim=-1)
+    # thunder_aot/examples/blocks.py:111: return torch.softmax(logits.float() / self.temperature, dim=-1)
     t0 = fd.ops.cast(logits, DataType.Float)
     t2 = fd.ops.mul(t0, fd.ops.reciprocal(fd.define_scalar(0.7, dtype=DataType.Double)))
     t3 = t2

@@ -55,7 +55,7 @@ def forward(logits):
         # serves [s0=1..64]x32000:bfloat16
         s0 = logits.shape[0]
         # fusion0: convert_element_type, div, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, broadcast_in_dim, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, broadcast_in_dim, div, shallow_copy
-        # thunder_aot/examples/blocks.py:110: return torch.softmax(logits.float() / self.temperature, dim=-1)
+        # thunder_aot/examples/blocks.py:111: return torch.softmax(logits.float() / self.temperature, dim=-1)
         t0 = logits.to(torch.float32)
         t2 = t0 / 0.7
         t3 = t2

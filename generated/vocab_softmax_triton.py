@@ -59,7 +59,7 @@ def fusion0_kernel(logits_ptr, t17_out_ptr, N: tl.constexpr, BLOCK: tl.constexpr
         cols = start + tl.arange(0, BLOCK)
         mask = cols < N
         logits = tl.load(logits_ptr + row * N + cols, mask=mask, other=0.0)
-        # thunder_aot/examples/blocks.py:110: return torch.softmax(logits.float() / self.temperature, dim=-1)
+        # thunder_aot/examples/blocks.py:111: return torch.softmax(logits.float() / self.temperature, dim=-1)
         t0 = (logits).to(tl.float32)
         t2 = t0 / 0.7
         t5_acc = tl.maximum(t5_acc, tl.where(mask, t2, float("-inf")), propagate_nan=tl.PropagateNan.ALL)
@@ -69,7 +69,7 @@ def fusion0_kernel(logits_ptr, t17_out_ptr, N: tl.constexpr, BLOCK: tl.constexpr
         cols = start + tl.arange(0, BLOCK)
         mask = cols < N
         logits = tl.load(logits_ptr + row * N + cols, mask=mask, other=0.0)
-        # thunder_aot/examples/blocks.py:110: return torch.softmax(logits.float() / self.temperature, dim=-1)
+        # thunder_aot/examples/blocks.py:111: return torch.softmax(logits.float() / self.temperature, dim=-1)
         t0 = (logits).to(tl.float32)
         t2 = t0 / 0.7
         t9 = t2 - t5
@@ -80,7 +80,7 @@ def fusion0_kernel(logits_ptr, t17_out_ptr, N: tl.constexpr, BLOCK: tl.constexpr
         cols = start + tl.arange(0, BLOCK)
         mask = cols < N
         logits = tl.load(logits_ptr + row * N + cols, mask=mask, other=0.0)
-        # thunder_aot/examples/blocks.py:110: return torch.softmax(logits.float() / self.temperature, dim=-1)
+        # thunder_aot/examples/blocks.py:111: return torch.softmax(logits.float() / self.temperature, dim=-1)
         t0 = (logits).to(tl.float32)
         t2 = t0 / 0.7
         t9 = t2 - t5

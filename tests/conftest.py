@@ -24,11 +24,23 @@ def cuda_and_nvfuser() -> str | None:
 
 
 #: test modules whose every test exports (traces a module with Thunder) or builds a wheel
-TRACING_MODULES = {"test_cli", "test_coverage", "test_hardening", "test_real_models", "test_sound_export", "test_wheel"}
+TRACING_MODULES = {
+    "test_cli",
+    "test_coverage",
+    "test_hardening",
+    "test_real_models",
+    "test_sound_export",
+    "test_wheel",
+}
 #: what a test's source says when it exports, regenerates or runs the interpreter over whole modules
 TRACING_CALLS = (
-    'run_cli(\n        "export"', 'run_cli("export"', 'run_cli("check"', '"export", ', "export(ExportRequest(",
-    "triton_interpreted_check", "bench_on_cpu",
+    'run_cli(\n        "export"',
+    'run_cli("export"',
+    'run_cli("check"',
+    '"export", ',
+    "export(ExportRequest(",
+    "triton_interpreted_check",
+    "bench_on_cpu",
 )
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import torch  # noqa: E402
+import torch  # noqa: E402, F401  (imported before the simulated versions are set, as it always was)
 
 
 def main(stem: str, backend: str, *simulated: str) -> int:
@@ -47,7 +47,9 @@ def main(stem: str, backend: str, *simulated: str) -> int:
         _, source, shapes = next(e for e in EXPORTS if e[0] == stem)
         module = resolve_module(source).eval().to(device)
         aot = getattr(gen, type(module).__name__).from_module(module)
-        checked, _ = compare_at_every_bucket(module, aot, gen, shapes, device, f"{stem} ({backend}, {simulated})")
+        checked, _ = compare_at_every_bucket(
+            module, aot, gen, shapes, device, f"{stem} ({backend}, {simulated})"
+        )
         checked_again, _ = compare_at_every_bucket(module, aot, gen, shapes, device, f"{stem} again")
     result: dict = {"checked": checked + checked_again}
     result["warnings"] = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]

@@ -39,7 +39,9 @@ def poisoned_outputs(*generated):
             g.empty_strided_cuda = allocate
 
 
-def compare_at_every_bucket(module, aot, gen, shapes: str, device: str, label: str) -> tuple[int, list[list[torch.Tensor]]]:
+def compare_at_every_bucket(
+    module, aot, gen, shapes: str, device: str, label: str
+) -> tuple[int, list[list[torch.Tensor]]]:
     """Call ``aot`` (a module of generated module ``gen``) and its source ``module`` on fresh random
     inputs at every bucket's edges and inside (``shapes``: the export's spec), ``aot``'s outputs
     poisoned, and compare. Returns the number of calls and each bucket's last inputs."""
@@ -52,8 +54,9 @@ def compare_at_every_bucket(module, aot, gen, shapes: str, device: str, label: s
     with torch.no_grad():
         for bucket in parse_shapes(shapes):
             sampled = list(bucket_inputs(bucket, device, generator))
-            env, inputs = sampled[-1]
-            for env, inputs in [*sampled, ({**env, "non-finite": True}, nonfinite_inputs(inputs, generator))]:
+            last_env, last_inputs = sampled[-1]
+            nonfinite = ({**last_env, "non-finite": True}, nonfinite_inputs(last_inputs, generator))
+            for env, inputs in [*sampled, nonfinite]:
                 with poisoned_outputs(gen):
                     got, picks = run_recording_choices(aot, inputs)
                 check_chosen(module, inputs, got, picks, f"{label} at {env}")
@@ -87,13 +90,24 @@ def interpreted_check(*args: str) -> subprocess.CompletedProcess:
     """tests/triton_interpreted_check.py with ``args`` (a stem of generated/, or an import path and
     shapes), in a fresh process under Triton's interpreter."""
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, str(ROOT / "tests" / "triton_interpreted_check.py"), *args],
-                          env=env, capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "triton_interpreted_check.py"), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
 
 
-def run_cli(*args: str, cwd: Path = ROOT, env: dict | None = None, umask: int | None = None) -> subprocess.CompletedProcess:
+def run_cli(
+    *args: str, cwd: Path = ROOT, env: dict | None = None, umask: int | None = None
+) -> subprocess.CompletedProcess:
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     preexec = None if umask is None else (lambda: os.umask(umask))
     return subprocess.run(
-        [sys.executable, "-m", "thunder_aot", *args], cwd=cwd, env=full_env, capture_output=True, text=True, preexec_fn=preexec
+        [sys.executable, "-m", "thunder_aot", *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        preexec_fn=preexec,
     )

@@ -26,8 +26,10 @@ def install() -> None:
     def _init_args_hst(self, args_dev, kwargs):
         args_hst, kwargs_hst = init_args(self, args_dev, kwargs)
         tensors = [a for a in (*args_hst, *kwargs_hst.values()) if isinstance(a, torch.Tensor)]
-        spans[-1] = [(t.untyped_storage().data_ptr(), t.untyped_storage().data_ptr() + t.untyped_storage().nbytes())
-                     for t in tensors]
+        spans[-1] = [
+            (t.untyped_storage().data_ptr(), t.untyped_storage().data_ptr() + t.untyped_storage().nbytes())
+            for t in tensors
+        ]
         return args_hst, kwargs_hst
 
     def __call__(self, *args, **kwargs):
@@ -49,8 +51,10 @@ def install() -> None:
             inside |= (wanted >= np.uint64(start)) & (wanted + size <= np.uint64(end))
         if not inside.all():
             bad = wanted[~inside]
-            raise OutOfBounds(f"a masked {what} of {bad.size} lanes outside every tensor argument "
-                              f"(first at {int(bad[0]):#x}; arguments {[(hex(s), e - s) for s, e in spans[-1]]})")
+            raise OutOfBounds(
+                f"a masked {what} of {bad.size} lanes outside every tensor argument "
+                f"(first at {int(bad[0]):#x}; arguments {[(hex(s), e - s) for s, e in spans[-1]]})"
+            )
 
     builder = it.interpreter_builder
     load, store = builder.create_masked_load, builder.create_masked_store

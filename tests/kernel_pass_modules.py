@@ -147,7 +147,8 @@ def norm_through_gather() -> NormThroughGather:
 JOINS = [
     ("tests.kernel_pass_modules:index_then_gather", "[S=1..40]x64:fp32", 2, 3),
     ("tests.kernel_pass_modules:in_place_bias_then_act", "[S=1..40]x32:fp32", 1, 2),
-    # (float32: CUDA's and the CPU's sorts may order equal bfloat16 maxima apart; memcheck's reference runs on the CPU)
+    # (float32: CUDA's and the CPU's sorts may order equal bfloat16 maxima apart; memcheck's reference
+    # runs on the CPU)
     ("tests.kernel_pass_modules:norm_through_gather", "[S=1..40]x64:fp32", 3, 3),
 ]
 
@@ -170,7 +171,9 @@ class ExpertRouting(nn.Module):
         ids_g, perm = torch.sort(ids.reshape(-1))
         counts = torch.histc(ids_g.float(), bins=self.experts, min=0, max=self.experts - 1)
         offsets = torch.cumsum(counts, dim=0, dtype=torch.int32)
-        rows = x[perm // self.top_k] * self.scale[ids_g].unsqueeze(-1) * weights.reshape(-1)[perm].unsqueeze(-1)
+        rows = (
+            x[perm // self.top_k] * self.scale[ids_g].unsqueeze(-1) * weights.reshape(-1)[perm].unsqueeze(-1)
+        )
         inv_perm = torch.empty_like(perm)
         inv_perm[perm] = torch.arange(perm.size(0), device=x.device)
         out = rows[inv_perm].view(x.shape[0], self.top_k, -1).sum(dim=1)
@@ -222,7 +225,9 @@ class EagerAttentionTail(nn.Module):
         self.o_proj = nn.Linear(64, 32, bias=False)
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        probs = torch.softmax(torch.matmul(q, k.transpose(2, 3)) * 0.25, dim=-1, dtype=torch.float32).to(q.dtype)
+        probs = torch.softmax(torch.matmul(q, k.transpose(2, 3)) * 0.25, dim=-1, dtype=torch.float32).to(
+            q.dtype
+        )
         out = torch.matmul(probs, v).transpose(1, 2).contiguous()
         return self.o_proj(out.reshape(*out.shape[:2], -1).contiguous())
 
@@ -270,12 +275,25 @@ _HEADS = "1x2x[S=1..24]x32"
 _SAME = "1x2x[S]x32"
 #: (import path, shapes, kernels, torch calls the Triton module keeps): exporter.copies
 COPIES = [
-    ("tests.kernel_pass_modules:eager_attention_tail", f"{_HEADS}:fp32, {_SAME}:fp32, {_SAME}:fp32", 2,
-     ["torch.transpose", "torch.matmul", "torch.matmul", "torch.reshape", "torch.nn.functional.linear"]),
+    (
+        "tests.kernel_pass_modules:eager_attention_tail",
+        f"{_HEADS}:fp32, {_SAME}:fp32, {_SAME}:fp32",
+        2,
+        ["torch.transpose", "torch.matmul", "torch.matmul", "torch.reshape", "torch.nn.functional.linear"],
+    ),
     ("tests.kernel_pass_modules:copy_into_norm", "2x[S=1..24]x8:fp32, 8x16:fp32", 1, ["torch.matmul"]),
-    ("tests.kernel_pass_modules:sdpa_tail", f"{_HEADS}:fp32, {_SAME}:fp32, {_SAME}:fp32", 0,
-     ["torch.nn.functional.scaled_dot_product_attention", "torch.transpose", "torch.Tensor.contiguous",
-      "torch.reshape", "torch.nn.functional.linear"]),
+    (
+        "tests.kernel_pass_modules:sdpa_tail",
+        f"{_HEADS}:fp32, {_SAME}:fp32, {_SAME}:fp32",
+        0,
+        [
+            "torch.nn.functional.scaled_dot_product_attention",
+            "torch.transpose",
+            "torch.Tensor.contiguous",
+            "torch.reshape",
+            "torch.nn.functional.linear",
+        ],
+    ),
 ]
 
 
@@ -306,8 +324,16 @@ def rotary_scores_and_keys() -> RotaryScores:
 _QK = "1x2x[S=1..24]x32"
 #: (import path, shapes, whether the rotated keys are also returned): exporter.views
 VIEWS = [
-    ("tests.kernel_pass_modules:rotary_scores", f"{_QK}:fp32, 1x2x[S]x32:fp32, 1x1x[S]x32:fp32, 1x1x[S]x32:fp32", False),
-    ("tests.kernel_pass_modules:rotary_scores_and_keys", f"{_QK}:fp32, 1x2x[S]x32:fp32, 1x1x[S]x32:fp32, 1x1x[S]x32:fp32", True),
+    (
+        "tests.kernel_pass_modules:rotary_scores",
+        f"{_QK}:fp32, 1x2x[S]x32:fp32, 1x1x[S]x32:fp32, 1x1x[S]x32:fp32",
+        False,
+    ),
+    (
+        "tests.kernel_pass_modules:rotary_scores_and_keys",
+        f"{_QK}:fp32, 1x2x[S]x32:fp32, 1x1x[S]x32:fp32, 1x1x[S]x32:fp32",
+        True,
+    ),
 ]
 
 

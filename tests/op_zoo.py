@@ -68,7 +68,7 @@ class Embed(nn.Module):
         self.emb = nn.Embedding(512, D)
 
     def forward(self, ids):
-        return self.emb(ids) * (D ** 0.5)
+        return self.emb(ids) * (D**0.5)
 
 
 class InPlace(nn.Module):
@@ -158,12 +158,20 @@ ZOO = {
     "relu2": (lambda: Fn(lambda x: F.relu(x).square()), f"[1..64]x{D}", True),
     "mish": (lambda: Fn(F.mish), f"[1..64]x{D}", True),
     "hardswish": (lambda: Fn(F.hardswish), f"[1..64]x{D}", True),
-    "leaky_elu_selu": (lambda: Fn(lambda x: F.leaky_relu(x, 0.1) + F.elu(x) + F.selu(x)), f"[1..64]x{D}", True),
+    "leaky_elu_selu": (
+        lambda: Fn(lambda x: F.leaky_relu(x, 0.1) + F.elu(x) + F.selu(x)),
+        f"[1..64]x{D}",
+        True,
+    ),
     # Gemma 2's softcapping: tanh of small values (2 sigmoid(2x) - 1 was refused on accuracy)
     "softcap": (lambda: Fn(lambda x: torch.tanh(x / 30.0) * 30.0), "1x4x[S=1..64]x[S]", True),
     "l2_normalize": (lambda: Fn(lambda x: F.normalize(x, dim=-1)), f"[1..64]x{D}:bf16", True),
     # Thunder's log_softmax zeroes an infinite row maximum (logsumexp): verification gives its region up
-    "log_softmax": (lambda: Fn(lambda x: F.log_softmax(x.float(), -1).to(x.dtype)), f"[1..64]x{D}:bf16", False),
+    "log_softmax": (
+        lambda: Fn(lambda x: F.log_softmax(x.float(), -1).to(x.dtype)),
+        f"[1..64]x{D}:bf16",
+        False,
+    ),
     "clamp": (lambda: Fn(lambda x: x.clamp(-0.5, 0.5)), f"[1..64]x{D}", True),
     "masked_fill": (lambda: Fn(lambda x: x.masked_fill(x > 1, 0.0)), f"[1..64]x{D}", True),
     "where_scalar": (lambda: Fn(lambda x: torch.where(x > 0, x, 0.1 * x)), f"[1..64]x{D}", True),
@@ -173,8 +181,11 @@ ZOO = {
     "adaln": (ModulatedLayerNorm, f"2x[S=1..64]x{D}, 2x1x{D}, 2x1x{D}", True),
     # statistics over the dynamic dim: divided by the size as a float (SizeArg.real)
     "mean_pool": (lambda: Fn(lambda x: x.mean(1)), f"2x[1..64]x{D}", True),
-    "mean_var_seq": (lambda: Fn(lambda x: x.mean(1) * x.var(1) + x.std(-2, keepdim=True).sum(1)), f"2x[1..64]x{D}:bf16",
-                     False),
+    "mean_var_seq": (
+        lambda: Fn(lambda x: x.mean(1) * x.var(1) + x.std(-2, keepdim=True).sum(1)),
+        f"2x[1..64]x{D}:bf16",
+        False,
+    ),
     "var": (lambda: Fn(lambda x: torch.var(x, -1)), f"[1..64]x{D}", False),
     "std_norm": (StdNorm, f"[1..64]x{D}", True),
     "dropout_eval": (lambda: nn.Dropout(0.1).eval(), f"[1..64]x{D}", True),
@@ -190,8 +201,11 @@ ZOO = {
     "embedding_i32_edge": (Embed, "2x[1..64]:i32[500..511]", True),
     "two_outputs": (TwoOut, f"1x[S=1..64]x{D}:bf16, 1x[S]x{D}:bf16", True),
     "pow_tensor": (lambda: Fn(lambda x, e: x.abs().pow(e)), f"[R=1..64]x{D}, [R]x{D}", False),
-    "round_tan_atan": (lambda: Fn(lambda x: torch.round(x) + torch.tan(x) + torch.atan(x) + torch.sinh(x)), f"[1..64]x{D}",
-                       False),
+    "round_tan_atan": (
+        lambda: Fn(lambda x: torch.round(x) + torch.tan(x) + torch.atan(x) + torch.sinh(x)),
+        f"[1..64]x{D}",
+        False,
+    ),
     "argmax": (lambda: Fn(lambda x: x.argmax(-1)), f"[1..64]x{D}", False),
     "to_half": (lambda: Fn(lambda x: (x * 2).to(torch.float16)), f"[1..64]x{D}", True),
     "in_place": (InPlace, f"[1..64]x{D}", False),
@@ -200,11 +214,23 @@ ZOO = {
     "per_token_int8": (PerTokenInt8, f"[1..64]x{D}:bf16", True),
     # float8 has no Triton type here: its region runs as its source calls, judged in float32
     "fp8_quant": (FP8Quant, f"[1..64]x{D}:bf16", False),
-    "min_max_tensor": (lambda: Fn(lambda x, y: torch.min(x, y) + torch.max(x, y)), f"[R=1..64]x{D}, [R]x{D}", True),
-    "erfc_erfinv": (lambda: Fn(lambda x: torch.erfc(x) + torch.special.erfinv(x.clamp(-0.9, 0.9))), f"[1..64]x{D}", False),
+    "min_max_tensor": (
+        lambda: Fn(lambda x, y: torch.min(x, y) + torch.max(x, y)),
+        f"[R=1..64]x{D}, [R]x{D}",
+        True,
+    ),
+    "erfc_erfinv": (
+        lambda: Fn(lambda x: torch.erfc(x) + torch.special.erfinv(x.clamp(-0.9, 0.9))),
+        f"[1..64]x{D}",
+        False,
+    ),
     "sdpa_causal": (lambda: Attn(), "1x4x[S=1..64]x64:bf16, 1x4x[S]x64:bf16, 1x4x[S]x64:bf16", True),
     "sdpa_gqa": (lambda: Attn(gqa=True), "1x4x[S=1..64]x64:bf16, 1x2x[S]x64:bf16, 1x2x[S]x64:bf16", True),
-    "eager_attn": (EagerAttn, "1x4x[S=1..64]x64:bf16, 1x4x[S]x64:bf16, 1x4x[S]x64:bf16, 1x1x[S]x[S]:bool", True),
+    "eager_attn": (
+        EagerAttn,
+        "1x4x[S=1..64]x64:bf16, 1x4x[S]x64:bf16, 1x4x[S]x64:bf16, 1x1x[S]x[S]:bool",
+        True,
+    ),
     "mixed_norm": (MixedNorm, f"1x[1..64]x{D}:bf16", True),
     "router": (lambda: Router().to(torch.bfloat16), f"[1..64]x{D}:bf16", False),
     "cat_stack": (CatStack, f"[R=1..64]x{D}, [R]x{D}", True),

@@ -146,7 +146,6 @@ CORRECT = [
 ]
 
 
-
 class DtypeBranch(nn.Module):
     """A forward that branches on its input's dtype (Thunder 0.2.6 compares its own dtypes unequal to
     torch's, so a trace took the other branch)."""

@@ -41,15 +41,22 @@ print("ok", [m for m in messages if m.startswith("verified")][0])
 
 def test_a_module_defined_in_a_notebook_exports_loads_and_check_says_what_it_is(tmp_path):
     out = tmp_path / "scaled_norm.py"
-    result = subprocess.run([sys.executable, "-c", NOTEBOOK, str(out)], cwd=ROOT, capture_output=True, text=True,
-                            env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    result = subprocess.run(
+        [sys.executable, "-c", NOTEBOOK, str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.startswith("ok verified:")
     assert "# Regenerate: thunder-aot export '<__main__.ScaledNorm instance>'" in out.read_text()
     check = run_cli("check", str(out))
     assert check.returncode == 0, check.stdout + check.stderr
-    assert f"SKIP   {out}: exported in Python from a module object (__main__.ScaledNorm), not an import path: " \
-           "not regenerable here" in check.stdout
+    assert (
+        f"SKIP   {out}: exported in Python from a module object (__main__.ScaledNorm), not an import path: "
+        "not regenerable here" in check.stdout
+    )
 
 
 def test_export_by_import_path_is_the_cli_export(tmp_path):
@@ -57,9 +64,13 @@ def test_export_by_import_path_is_the_cli_export(tmp_path):
 
     out = tmp_path / "rms.py"
     text = thunder_aot.export(SOURCE, SHAPES, backend="torch", out=out)
-    cli = run_cli("export", SOURCE, "--shapes", SHAPES, "--backend", "torch", "--out", str(out), "--no-verify")
+    cli = run_cli(
+        "export", SOURCE, "--shapes", SHAPES, "--backend", "torch", "--out", str(out), "--no-verify"
+    )
     assert cli.returncode == 0, cli.stderr
-    assert out.read_text().replace(" --no-verify", "") == text  # the same module; the header records --no-verify
+    assert (
+        out.read_text().replace(" --no-verify", "") == text
+    )  # the same module; the header records --no-verify
     assert thunder_aot.load(out).BUCKETS == ("1x[s0=1..8]x2880:bfloat16",)
 
 
@@ -97,13 +108,19 @@ def test_a_module_that_cannot_be_verified_here_is_not_written_unless_asked(tmp_p
     out = tmp_path / "rms_nvfuser.py"
     refused = run_cli("export", SOURCE, "--shapes", SHAPES, "--backend", "nvfuser", "--out", str(out))
     assert refused.returncode == 2 and not out.exists()
-    (line,) = [l for l in refused.stderr.splitlines() if l.startswith("thunder-aot: error:")]
-    assert line == ("thunder-aot: error: cannot verify a nvfuser module on this machine (no CUDA device); "
-                    "pass --no-verify (Python: verify=False) to write it unverified")
-    written = run_cli("export", SOURCE, "--shapes", SHAPES, "--backend", "nvfuser", "--out", str(out), "--no-verify")
+    (line,) = [text for text in refused.stderr.splitlines() if text.startswith("thunder-aot: error:")]
+    assert line == (
+        "thunder-aot: error: cannot verify a nvfuser module on this machine (no CUDA device); "
+        "pass --no-verify (Python: verify=False) to write it unverified"
+    )
+    written = run_cli(
+        "export", SOURCE, "--shapes", SHAPES, "--backend", "nvfuser", "--out", str(out), "--no-verify"
+    )
     assert written.returncode == 0, written.stderr
     assert out.read_text().splitlines()[1].endswith("--backend nvfuser --no-verify --out " + str(out))
-    assert run_cli("check", str(out)).returncode == 0  # the header's command (with --no-verify) regenerates it
+    assert (
+        run_cli("check", str(out)).returncode == 0
+    )  # the header's command (with --no-verify) regenerates it
 
 
 def test_version_and_help_name_every_choice():
@@ -117,9 +134,23 @@ def test_version_and_help_name_every_choice():
 
 
 def test_bench_names_sizes_outside_every_bucket():
-    result = run_cli("bench", SOURCE, "--shapes", "1x[1..4]x2880:bf16", "--sizes", "1,99", "--backends", "torch", "--device", "cpu")
+    result = run_cli(
+        "bench",
+        SOURCE,
+        "--shapes",
+        "1x[1..4]x2880:bf16",
+        "--sizes",
+        "1,99",
+        "--backends",
+        "torch",
+        "--device",
+        "cpu",
+    )
     assert result.returncode == 2
-    assert "thunder-aot: error: bench --sizes 99: outside every bucket's dynamic range (s0=1..4)" in result.stderr
+    assert (
+        "thunder-aot: error: bench --sizes 99: outside every bucket's dynamic range (s0=1..4)"
+        in result.stderr
+    )
 
 
 def test_check_names_a_formatter_of_another_version_as_the_cause(tmp_path):
@@ -128,15 +159,19 @@ def test_check_names_a_formatter_of_another_version_as_the_cause(tmp_path):
     from thunder_aot.exporter import versions
 
     out = tmp_path / "rms.py"
-    assert run_cli("export", SOURCE, "--shapes", SHAPES, "--backend", "torch", "--out", str(out)).returncode == 0
+    assert (
+        run_cli("export", SOURCE, "--shapes", SHAPES, "--backend", "torch", "--out", str(out)).returncode == 0
+    )
     text = out.read_text()
     here = f"black {versions()['black']}"
     assert any(line.startswith("# Versions: ") and line.endswith(here) for line in text.splitlines()[:12])
     out.write_text(text.replace(here, "black 23.1.0").replace("    return", "  return", 1))
     result = run_cli("check", str(out))
     assert result.returncode == 1
-    assert f"STALE  {out}: formatter version differs (the file was formatted by black 23.1.0, this environment has {here})" \
-        in result.stdout
+    assert (
+        f"STALE  {out}: formatter version differs "
+        f"(the file was formatted by black 23.1.0, this environment has {here})" in result.stdout
+    )
 
 
 def test_export_of_a_module_without_values_is_one_clear_error():

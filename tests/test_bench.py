@@ -25,28 +25,58 @@ def test_points_cover_edges_and_powers_of_two():
 def test_bench_on_cpu_times_what_runs_and_says_what_it_skipped(tmp_path):
     out = tmp_path / "report"
     result = run_cli(
-        "bench", "thunder_aot.examples.gpt_oss:rmsnorm", "--shapes", "1x[1..16]x2880:bf16",
-        "--sizes", "1,16", "--rounds", "1", "--min-run-time", "0.02", "--device", "cpu", "--out", str(out),
-        "--backends", "auto,nvfuser",  # auto: torch on this CPU; nvfuser: skipped, with the reason
-        "--seed", "3",
+        "bench",
+        "thunder_aot.examples.gpt_oss:rmsnorm",
+        "--shapes",
+        "1x[1..16]x2880:bf16",
+        "--sizes",
+        "1,16",
+        "--rounds",
+        "1",
+        "--min-run-time",
+        "0.02",
+        "--device",
+        "cpu",
+        "--out",
+        str(out),
+        "--backends",
+        "auto,nvfuser",  # auto: torch on this CPU; nvfuser: skipped, with the reason
+        "--seed",
+        "3",
     )
     assert result.returncode == 0, result.stderr[-3000:]
     data = json.loads((out / "bench.json").read_text())
     assert data["systems"] == ["Eager", "thunder.jit", "thunder-aot(torch)"]
     assert data["points"] == ["1x1x2880", "1x16x2880"]
     assert len(data["measurements"]) == 6 and all(m["us_per_call"] > 0 for m in data["measurements"])
-    assert set(data["skipped"]) >= {"thunder-aot(nvfuser)", "torch.compile", "thunderfx", "FD.execute", "FDWrapper"}
+    assert set(data["skipped"]) >= {
+        "thunder-aot(nvfuser)",
+        "torch.compile",
+        "thunderfx",
+        "FD.execute",
+        "FDWrapper",
+    }
     assert "skipped torch.compile: not run on CPU" in result.stderr
     assert "GptOssRMSNorm" in result.stdout and "thunder-aot(torch)" in result.stdout  # the Compare table
     md = (out / "bench.md").read_text()
-    assert "| 1x16x2880 |" in md and "Skipped:" in md and "thunder-aot bench thunder_aot.examples.gpt_oss:rmsnorm" in md and "--seed 3" in md
+    assert (
+        "| 1x16x2880 |" in md
+        and "Skipped:" in md
+        and "thunder-aot bench thunder_aot.examples.gpt_oss:rmsnorm" in md
+        and "--seed 3" in md
+    )
     assert (out / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_report_writers_with_device_rows(tmp_path):
     report = Report(
-        title="T", command="thunder-aot bench x", device="GPU", versions={"torch": "2.11.0"},
-        systems=["Eager", "thunder-aot(nvfuser)"], points=["1x1x8", "1x2x8"], copy_gb_per_s=4000.0,
+        title="T",
+        command="thunder-aot bench x",
+        device="GPU",
+        versions={"torch": "2.11.0"},
+        systems=["Eager", "thunder-aot(nvfuser)"],
+        points=["1x1x8", "1x2x8"],
+        copy_gb_per_s=4000.0,
         skipped={"FD.execute": "needs nvFuser"},
     )
     report.measurements = [
@@ -65,14 +95,28 @@ def test_report_writers_with_device_rows(tmp_path):
 
 def test_ratios_against_floors_and_baselines(tmp_path):
     report = Report(
-        title="T", command="c", device="GPU", versions={}, points=["1x1x8"],
-        systems=["Eager", "torch.compile", "FD.execute", "thunder-aot(nvfuser)", "bare launch(nvfuser)",
-                 "thunder-aot(triton)", "bare launch(triton)"],
+        title="T",
+        command="c",
+        device="GPU",
+        versions={},
+        points=["1x1x8"],
+        systems=[
+            "Eager",
+            "torch.compile",
+            "FD.execute",
+            "thunder-aot(nvfuser)",
+            "bare launch(nvfuser)",
+            "thunder-aot(triton)",
+            "bare launch(triton)",
+        ],
     )
     report.measurements = [
-        Measurement("Eager", "1x1x8", 1, 80.0), Measurement("torch.compile", "1x1x8", 1, 50.0),
-        Measurement("FD.execute", "1x1x8", 1, 10.0), Measurement("thunder-aot(nvfuser)", "1x1x8", 1, 11.0),
-        Measurement("bare launch(nvfuser)", "1x1x8", 1, 10.0), Measurement("thunder-aot(triton)", "1x1x8", 1, 6.0),
+        Measurement("Eager", "1x1x8", 1, 80.0),
+        Measurement("torch.compile", "1x1x8", 1, 50.0),
+        Measurement("FD.execute", "1x1x8", 1, 10.0),
+        Measurement("thunder-aot(nvfuser)", "1x1x8", 1, 11.0),
+        Measurement("bare launch(nvfuser)", "1x1x8", 1, 10.0),
+        Measurement("thunder-aot(triton)", "1x1x8", 1, 6.0),
         Measurement("bare launch(triton)", "1x1x8", 1, 5.0),
     ]
     write_markdown(report, tmp_path / "bench.md")
@@ -84,7 +128,11 @@ def test_ratios_against_floors_and_baselines(tmp_path):
 
 
 def test_an_unchecked_module_is_measured_against_the_same_floor():
-    assert floor_of("thunder-aot(nvfuser)") == floor_of("thunder-aot(nvfuser, unchecked)") == "bare launch(nvfuser)"
+    assert (
+        floor_of("thunder-aot(nvfuser)")
+        == floor_of("thunder-aot(nvfuser, unchecked)")
+        == "bare launch(nvfuser)"
+    )
     assert floor_of("thunder-aot(triton, unchecked)") == "bare launch(triton)"
 
 
@@ -96,7 +144,9 @@ def test_print_table_prints_and_writes_the_table(tmp_path, capsys):
     assert (tmp_path / "t.md").read_text() == "\n".join(lines) + "\n"
     assert capsys.readouterr().out == "\n".join(lines) + "\n\n"
     print_table(lines, None)
-    assert "| 1 | 2.50 |" in capsys.readouterr().out and sorted(p.name for p in tmp_path.iterdir()) == ["t.md"]
+    assert "| 1 | 2.50 |" in capsys.readouterr().out and sorted(p.name for p in tmp_path.iterdir()) == [
+        "t.md"
+    ]
 
 
 def test_schedule_sweep_names_kernels_the_generated_modules_define():
@@ -107,7 +157,11 @@ def test_schedule_sweep_names_kernels_the_generated_modules_define():
         text = (ROOT / "generated" / f"{stem}_triton.py").read_text()
         assert f"def {sweep.KERNEL}(" in text, stem
         # the kernel is launched with rows of n (its last two arguments: N, then BLOCK)
-        launches = [c for c in ast.walk(ast.parse(text)) if isinstance(c, ast.Call) and ast.unparse(c.func) == "_kernel[1]"]
+        launches = [
+            c
+            for c in ast.walk(ast.parse(text))
+            if isinstance(c, ast.Call) and ast.unparse(c.func) == "_kernel[1]"
+        ]
         assert any(ast.unparse(c.args[-2]) == str(n) for c in launches), (stem, n)
 
 
@@ -116,14 +170,47 @@ def test_model_bench_on_cpu_checks_and_times_whole_forwards(tmp_path):
     system's logits judged against eager's before timing; what needs CUDA is listed as skipped."""
     out = tmp_path / "model"
     stack = tmp_path / "tiny_stack.py"  # exported earlier, as a 16-layer stack would be
-    assert run_cli("export", "thunder_aot.examples.hf:tiny_llama_stack", "--shapes", "1x[S=1..9]x256", "--backend", "torch",
-                   "--no-verify", "--out", str(stack)).returncode == 0
-    result = run_cli("bench", "thunder_aot.examples.hf:tiny_llama", "--model", "--stack", "--backends", "torch",
-                     "--stack-module", str(stack), "--sizes", "1,9", "--rounds", "1", "--min-run-time", "0.01", "--out", str(out))
+    assert (
+        run_cli(
+            "export",
+            "thunder_aot.examples.hf:tiny_llama_stack",
+            "--shapes",
+            "1x[S=1..9]x256",
+            "--backend",
+            "torch",
+            "--no-verify",
+            "--out",
+            str(stack),
+        ).returncode
+        == 0
+    )
+    result = run_cli(
+        "bench",
+        "thunder_aot.examples.hf:tiny_llama",
+        "--model",
+        "--stack",
+        "--backends",
+        "torch",
+        "--stack-module",
+        str(stack),
+        "--sizes",
+        "1,9",
+        "--rounds",
+        "1",
+        "--min-run-time",
+        "0.01",
+        "--out",
+        str(out),
+    )
     assert result.returncode == 0, result.stderr
     report = json.loads((out / "bench.json").read_text())
-    assert report["systems"] == ["Eager", "thunder-aot(torch) layers", "thunder-aot(torch) layer stack",
-                                 "thunder-aot(torch) stack", "thunder-aot(torch) stack (tiny_stack.py)"]
+    assert report["systems"] == [
+        "Eager",
+        "thunder-aot(torch) layers",
+        "thunder-aot(torch) layer stack",
+        "thunder-aot(torch) stack",
+        "thunder-aot(torch) stack (tiny_stack.py)",
+    ]
     assert report["points"] == ["S=1", "S=9"]
     assert {(m["system"], m["point"]) for m in report["measurements"]} == {
         (s, p) for s in report["systems"] for p in report["points"]
@@ -139,15 +226,31 @@ def test_cold_start_of_a_model_runs_each_system_in_fresh_processes(tmp_path):
     """bench --model --cold-start (issue 19): each system in a fresh process with empty and with warm
     caches, to a first output judged against float64; torch.compile is left out on CPU."""
     out = tmp_path / "cold"
-    result = run_cli("bench", "thunder_aot.examples.hf:tiny_llama", "--model", "--cold-start", "--backends", "torch",
-                     "--sizes", "5", "--out", str(out))
+    result = run_cli(
+        "bench",
+        "thunder_aot.examples.hf:tiny_llama",
+        "--model",
+        "--cold-start",
+        "--backends",
+        "torch",
+        "--sizes",
+        "5",
+        "--out",
+        str(out),
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     text = (out / "cold.md").read_text()
     assert "--cold-start" in text and "5 tokens" in text
-    rows = {line.split(" | ")[0].lstrip("| "): line for line in text.splitlines() if line.startswith("| ") and "---" not in line}
+    rows = {
+        line.split(" | ")[0].lstrip("| "): line
+        for line in text.splitlines()
+        if line.startswith("| ") and "---" not in line
+    }
     assert set(rows) == {"system", "Eager", "thunder-aot layers", "thunder-aot layer stack"}, rows
     for system in ("Eager", "thunder-aot layers", "thunder-aot layer stack"):
-        cold_total, cold_after, warm_total, warm_after = (float(x) for x in rows[system].strip("| ").split(" | ")[1:])
+        cold_total, cold_after, warm_total, warm_after = (
+            float(x) for x in rows[system].strip("| ").split(" | ")[1:]
+        )
         assert 0 <= cold_after < cold_total and 0 <= warm_after < warm_total, rows[system]
     assert "- torch.compile: not run on CPU" in text
 
@@ -155,11 +258,15 @@ def test_cold_start_of_a_model_runs_each_system_in_fresh_processes(tmp_path):
 def test_model_bench_arguments_are_checked():
     both = run_cli("bench", "thunder_aot.examples.hf:tiny_llama", "--model", "--shapes", "1x[1..8]x256")
     assert both.returncode != 0 and "drop --shapes" in both.stderr
-    stack_alone = run_cli("bench", "thunder_aot.examples.gpt_oss:rmsnorm", "--shapes", "1x[1..8]x2880", "--stack-module", "x.py")
+    stack_alone = run_cli(
+        "bench", "thunder_aot.examples.gpt_oss:rmsnorm", "--shapes", "1x[1..8]x2880", "--stack-module", "x.py"
+    )
     assert stack_alone.returncode != 0 and "expected --model" in stack_alone.stderr
     neither = run_cli("bench", "thunder_aot.examples.gpt_oss:rmsnorm")
     assert neither.returncode != 0 and "--shapes is required" in neither.stderr
-    cold_module = run_cli("bench", "thunder_aot.examples.gpt_oss:rmsnorm", "--shapes", "1x[1..8]x2880", "--cold-start")
+    cold_module = run_cli(
+        "bench", "thunder_aot.examples.gpt_oss:rmsnorm", "--shapes", "1x[1..8]x2880", "--cold-start"
+    )
     assert cold_module.returncode != 0 and "--cold-start: expected --model" in cold_module.stderr
 
 
@@ -199,11 +306,27 @@ def test_model_bench_judges_a_system_by_the_picks_it_made():
         reference = run64_choosing(model64, [x], eager_picks, model64)
         flipped = [1 - eager_picks[0]]  # the other of the tied experts, every token
         got = run_choosing(model, [x], flipped)
-        assert judge_with_picks(expected, eager_picks, got, flipped, reference, model, model64, [x], "tie") == 16
+        assert (
+            judge_with_picks(expected, eager_picks, got, flipped, reference, model, model64, [x], "tie") == 16
+        )
         with pytest.raises(ExportError):
             judge(expected, got, reference, "tie judged by eager's picks")
-        assert judge_with_picks(expected, eager_picks, expected, eager_picks, reference, model, model64, [x], "same") == 0
+        assert (
+            judge_with_picks(
+                expected, eager_picks, expected, eager_picks, reference, model, model64, [x], "same"
+            )
+            == 0
+        )
         wrong = [torch.full_like(eager_picks[0], 2)]  # a pick 20 below the row's largest
         with pytest.raises(ExportError):
-            judge_with_picks(expected, eager_picks, run_choosing(model, [x], wrong), wrong, reference, model, model64,
-                             [x], "wrong")
+            judge_with_picks(
+                expected,
+                eager_picks,
+                run_choosing(model, [x], wrong),
+                wrong,
+                reference,
+                model,
+                model64,
+                [x],
+                "wrong",
+            )

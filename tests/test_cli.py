@@ -43,7 +43,11 @@ def test_bad_export_input(tmp_path, source, shapes, message):
 
 def test_unknown_backend():
     result = run_cli("export", GOOD, "--shapes", "1x8x2880:bf16", "--backend", "tpu")
-    assert result.returncode == 2 and "argument --backend: invalid choice: 'tpu' (choose from 'auto', 'nvfuser', 'triton', 'torch')" in result.stderr
+    assert (
+        result.returncode == 2
+        and "argument --backend: invalid choice: 'tpu' (choose from 'auto', 'nvfuser', 'triton', 'torch')"
+        in result.stderr
+    )
 
 
 def test_export_to_stdout_and_python_m_matches_console_script_parser():
@@ -55,7 +59,12 @@ def test_export_to_stdout_and_python_m_matches_console_script_parser():
 
 def test_check_reports_stale_file_with_a_diff_and_never_writes(tmp_path):
     out = tmp_path / "rms.py"
-    assert run_cli("export", GOOD, "--shapes", "1x8x2880:bf16", "--backend", "torch", "--out", str(out)).returncode == 0
+    assert (
+        run_cli(
+            "export", GOOD, "--shapes", "1x8x2880:bf16", "--backend", "torch", "--out", str(out)
+        ).returncode
+        == 0
+    )
     fresh = out.read_text()
     assert run_cli("check", str(out)).returncode == 0
     out.write_text(fresh.replace("t0 = hidden_states.to(torch.float32)", "t0 = hidden_states.float()"))
@@ -63,7 +72,10 @@ def test_check_reports_stale_file_with_a_diff_and_never_writes(tmp_path):
     result = run_cli("check", str(out))
     assert result.returncode == 1
     # the fused ops run inline in forward's bucket branch (8 spaces in)
-    assert "-        t0 = hidden_states.float()" in result.stdout and "+        t0 = hidden_states.to(torch.float32)" in result.stdout
+    assert (
+        "-        t0 = hidden_states.float()" in result.stdout
+        and "+        t0 = hidden_states.to(torch.float32)" in result.stdout
+    )
     assert out.read_text() == stale  # check never writes
     assert run_cli("check", "--update", str(out)).returncode == 0
     assert out.read_text() == fresh
@@ -71,17 +83,32 @@ def test_check_reports_stale_file_with_a_diff_and_never_writes(tmp_path):
 
 def test_an_edge_that_traces_differently_is_split_off_into_its_own_bucket():
     result = run_cli(
-        "export", "thunder_aot.examples.blocks:scaled_masked_softmax",
-        "--shapes", "1x8x[S=1..64]x[S]:bf16, 1x1x[S]x[S]:fp32", "--backend", "torch",
+        "export",
+        "thunder_aot.examples.blocks:scaled_masked_softmax",
+        "--shapes",
+        "1x8x[S=1..64]x[S]:bf16, 1x1x[S]x[S]:fp32",
+        "--backend",
+        "torch",
     )
     assert result.returncode == 0, result.stderr
     assert "split into 1x8x1x1:bfloat16, 1x1x1x1:float32 and 1x8x[S=2..64]x[S]:bfloat16" in result.stderr
     header = result.stdout.split('"""')[0]
-    assert "#   1x8x1x1:bfloat16, 1x1x1x1:float32 -> 0" in header and "#   1x8x[S=2..64]x[S]:bfloat16, 1x1x[S]x[S]:float32 -> 1" in header
+    assert (
+        "#   1x8x1x1:bfloat16, 1x1x1x1:float32 -> 0" in header
+        and "#   1x8x[S=2..64]x[S]:bfloat16, 1x1x[S]x[S]:float32 -> 1" in header
+    )
 
 
 def test_same_input_gives_the_same_bytes_under_different_hash_seeds():
-    args = ("export", "thunder_aot.examples.blocks:gated_mlp", "--shapes", "[1..32]x256; 7x256", "--backend", "nvfuser", "--no-verify")
+    args = (
+        "export",
+        "thunder_aot.examples.blocks:gated_mlp",
+        "--shapes",
+        "[1..32]x256; 7x256",
+        "--backend",
+        "nvfuser",
+        "--no-verify",
+    )
     first = run_cli(*args, env={"PYTHONHASHSEED": "1"})
     second = run_cli(*args, env={"PYTHONHASHSEED": "2"})
     assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr

@@ -44,17 +44,30 @@ def test_torch_backend_numerics(source, shapes):
 def test_export_reports_what_stays_unfused():
     for merge, calls in ((False, 3), (True, 2)):
         messages: list[str] = []
-        export(ExportRequest("thunder_aot.examples.blocks:gated_mlp", ("[1..8]x256",), backend="torch", merge_projections=merge),
-               verify=False, progress=messages.append)
+        export(
+            ExportRequest(
+                "thunder_aot.examples.blocks:gated_mlp",
+                ("[1..8]x256",),
+                backend="torch",
+                merge_projections=merge,
+            ),
+            verify=False,
+            progress=messages.append,
+        )
         assert f"not fused (run as torch calls): torch.nn.functional.linear x{calls}" in messages
-    assert "merged projections: gate_proj.weight, up_proj.weight -> one matmul on merged_gate_proj_up_proj_weight" in messages
+    assert (
+        "merged projections: gate_proj.weight, up_proj.weight -> "
+        "one matmul on merged_gate_proj_up_proj_weight" in messages
+    )
 
 
 def _step_kinds(source: str, shapes: str, merge: bool = True) -> list[list[str]]:
     """Per bucket program, its steps in order: a torch call's target, or "region"."""
     request = ExportRequest(source, (shapes,), backend="torch", merge_projections=merge)
     program, _, _ = build_program(request, progress=lambda m: None)
-    return [["region" if isinstance(s, Region) else s.target for s in bucket.steps] for bucket in program.programs]
+    return [
+        ["region" if isinstance(s, Region) else s.target for s in bucket.steps] for bucket in program.programs
+    ]
 
 
 def test_pointwise_work_on_both_sides_of_a_linear_is_one_region():
@@ -72,9 +85,15 @@ def test_views_of_a_projection_join_the_rotary_region_that_reads_them():
     region (index arithmetic in a kernel) instead of torch views a kernel would first copy; merged,
     q/k/v are one matmul whose parts the region slices."""
     for merge, projections in ((False, 3), (True, 1)):
-        for steps in _step_kinds("thunder_aot.examples.hf:llama_decoder_layer", "1x[S=1..64]x256, 1x[S]x64, 1x[S]x64", merge):
+        for steps in _step_kinds(
+            "thunder_aot.examples.hf:llama_decoder_layer", "1x[S=1..64]x256, 1x[S]x64, 1x[S]x64", merge
+        ):
             attention = steps.index("torch.nn.functional.scaled_dot_product_attention")
-            assert steps[:attention] == ["region", *["torch.nn.functional.linear"] * projections, "region"], steps
+            assert steps[:attention] == [
+                "region",
+                *["torch.nn.functional.linear"] * projections,
+                "region",
+            ], steps
             mlp = steps[attention:]
             assert mlp.count("region") == 3, steps  # residual add + norm, silu * up, residual add
             # o_proj, then gate and up (one matmul merged), down

@@ -21,7 +21,9 @@ IDS = [e[0] for e in EXPORTS]
 
 
 def _load(stem: str, backend: str):
-    return load_module_from_text((ROOT / "generated" / f"{stem}_{backend}.py").read_text(), f"gen_{stem}_{backend}")
+    return load_module_from_text(
+        (ROOT / "generated" / f"{stem}_{backend}.py").read_text(), f"gen_{stem}_{backend}"
+    )
 
 
 def test_generated_dir_is_current():
@@ -57,7 +59,7 @@ def test_state_dict_compatible_and_from_module_shares(stem, source, shapes):
     shared = cls.from_module(module)
     for name, tensor in module.state_dict().items():
         assert shared.state_dict()[name].data_ptr() == tensor.data_ptr(), name
-    (bucket, *_) = parse_shapes(shapes)
+    bucket, *_ = parse_shapes(shapes)
     _, inputs = next(bucket_inputs(bucket, "cpu", torch.Generator().manual_seed(3)))
     with torch.no_grad():
         check_call(module, fresh, [*inputs], f"{stem} after load_state_dict")
@@ -119,8 +121,16 @@ def test_exact_buckets_outside_a_range_share_one_program_over_their_sizes(tmp_pa
     """Exact buckets whose traces differ only in sizes get one program with a dim for the sizes
     that differ; the generated module still serves those shapes only."""
     out = tmp_path / "exact.py"
-    result = run_cli("export", "thunder_aot.examples.gpt_oss:rmsnorm", "--shapes", "1x3x2880:bf16; 1x5x2880:bf16",
-                     "--backend", "torch", "--out", str(out))
+    result = run_cli(
+        "export",
+        "thunder_aot.examples.gpt_oss:rmsnorm",
+        "--shapes",
+        "1x3x2880:bf16; 1x5x2880:bf16",
+        "--backend",
+        "torch",
+        "--out",
+        str(out),
+    )
     assert result.returncode == 0, result.stderr
     text = out.read_text()
     assert text.count("if program == ") == 1 and "s0 = hidden_states.shape[1]" in text
@@ -138,10 +148,12 @@ def test_exact_buckets_outside_a_range_share_one_program_over_their_sizes(tmp_pa
 def test_generated_module_imports_torch_and_the_runtime_only():
     code = (
         "import sys, torch, importlib.util as u;"
-        "s = u.spec_from_file_location('g', 'generated/residual_rmsnorm_torch.py'); g = u.module_from_spec(s);"
+        "s = u.spec_from_file_location('g', 'generated/residual_rmsnorm_torch.py');"
+        " g = u.module_from_spec(s);"
         "s.loader.exec_module(g);"
         "m = g.ResidualRMSNorm(); m.norm.weight.data.fill_(1.0);"
-        "x = torch.randn(1, 9, 2880, dtype=torch.bfloat16); r = torch.randn(1, 9, 2880, dtype=torch.bfloat16);"
+        "x = torch.randn(1, 9, 2880, dtype=torch.bfloat16);"
+        " r = torch.randn(1, 9, 2880, dtype=torch.bfloat16);"
         "y, res = m(x, r);"
         "ours = sorted(k for k in sys.modules if 'thunder' in k or k in ('jinja2', 'black'));"
         "assert ours == ['thunder_aot', 'thunder_aot.runtime'], ours;"
@@ -161,18 +173,24 @@ def test_nvfuser_module_structure(stem):
     tree = ast.parse(text)
     modules = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert modules == {"__future__", "thunder_aot.runtime", "thunder_aot.runtime.nvfuser"}
-    assert 'FusionDefinition, DataType = frontend("nvfuser_direct")' in text  # the library, through the runtime
+    assert (
+        'FusionDefinition, DataType = frontend("nvfuser_direct")' in text
+    )  # the library, through the runtime
     plain = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert plain == {"torch"}  # no `import thunder`, nothing else either
     defines = [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("define_")]
     forward = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "forward")
     executes = [
-        n for n in ast.walk(forward)
+        n
+        for n in ast.walk(forward)
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "execute"
     ]
     for d in defines:  # each region: one definition recorded at import, or one per size at first call
         region = d.removeprefix("define_")
-        assert f"{region} = Fusion(FusionDefinition, {d})" in text or f"{region} = SizedFusions(FusionDefinition, {d}" in text
+        assert (
+            f"{region} = Fusion(FusionDefinition, {d})" in text
+            or f"{region} = SizedFusions(FusionDefinition, {d}" in text
+        )
     # the hot path: every region is one `<fusion>.execute([...])` inline in forward, no call around it
     assert defines and len(executes) == len(defines) and len(set(defines)) == len(defines)
     # the runtime is imported, not copied: no lock, no Fusion class in the file
@@ -184,25 +202,46 @@ def test_nvfuser_module_structure(stem):
 
 def test_nvfuser_symbolic_mode_defines_minus_one_sizes():
     result = run_cli(
-        "export", "thunder_aot.examples.gpt_oss:rmsnorm", "--shapes", "1x[1..2048]x2880:bf16", "--nvfuser-dynamic", "symbolic",
-        "--backend", "nvfuser", "--no-verify",
+        "export",
+        "thunder_aot.examples.gpt_oss:rmsnorm",
+        "--shapes",
+        "1x[1..2048]x2880:bf16",
+        "--nvfuser-dynamic",
+        "symbolic",
+        "--backend",
+        "nvfuser",
+        "--no-verify",
     )
     assert result.returncode == 0, result.stderr
     text = result.stdout
     assert "shape=[1, -1, 2880]" in text and "s0 = hidden_states.size(1)" in text
-    assert "fusion0 = Fusion(FusionDefinition, define_fusion0)" in text and "--nvfuser-dynamic symbolic" in text
+    assert (
+        "fusion0 = Fusion(FusionDefinition, define_fusion0)" in text and "--nvfuser-dynamic symbolic" in text
+    )
     assert "(t16,) = fusion0.execute([hidden_states, t_weight])" in text
 
 
-@pytest.mark.parametrize("mode,divisor", [("specialize", "fd.define_scalar(float(s0), dtype=DataType.Double)"),
-                                          ("symbolic", "fd.ops.cast(s0, DataType.Double)")])
+@pytest.mark.parametrize(
+    "mode,divisor",
+    [
+        ("specialize", "fd.define_scalar(float(s0), dtype=DataType.Double)"),
+        ("symbolic", "fd.ops.cast(s0, DataType.Double)"),
+    ],
+)
 def test_nvfuser_divides_a_mean_over_a_dynamic_dim_by_its_size_as_a_double(mode, divisor):
     """A mean over the dynamic dim traced 64.0 and 33.0 (SizeArg.real): the definition divides by the
     size made a Double scalar, recorded per size (specialize) or read from the input (symbolic). Its
     numerics are a GPU test (tools/gpu_session.sh models51)."""
     result = run_cli(
-        "export", "tests.sound_modules:sequence_statistics", "--shapes", "2x[2..40]x64:bf16", "--nvfuser-dynamic", mode,
-        "--backend", "nvfuser", "--no-verify",
+        "export",
+        "tests.sound_modules:sequence_statistics",
+        "--shapes",
+        "2x[2..40]x64:bf16",
+        "--nvfuser-dynamic",
+        mode,
+        "--backend",
+        "nvfuser",
+        "--no-verify",
     )
     assert result.returncode == 0, result.stderr
     assert f"fd.ops.reciprocal({divisor})" in result.stdout
@@ -210,24 +249,49 @@ def test_nvfuser_divides_a_mean_over_a_dynamic_dim_by_its_size_as_a_double(mode,
 
 def test_unchecked_export_leaves_out_the_per_call_checks_and_says_so():
     shapes = "1x[1..2048]x2880:bf16"
-    checked = run_cli("export", "thunder_aot.examples.gpt_oss:rmsnorm", "--shapes", shapes, "--backend", "nvfuser", "--no-verify")
-    unchecked = run_cli("export", "thunder_aot.examples.gpt_oss:rmsnorm", "--shapes", shapes, "--backend", "nvfuser", "--no-verify",
-                        "--unchecked")
+    checked = run_cli(
+        "export",
+        "thunder_aot.examples.gpt_oss:rmsnorm",
+        "--shapes",
+        shapes,
+        "--backend",
+        "nvfuser",
+        "--no-verify",
+    )
+    unchecked = run_cli(
+        "export",
+        "thunder_aot.examples.gpt_oss:rmsnorm",
+        "--shapes",
+        shapes,
+        "--backend",
+        "nvfuser",
+        "--no-verify",
+        "--unchecked",
+    )
     assert checked.returncode == 0 and unchecked.returncode == 0, checked.stderr + unchecked.stderr
     for call in ("raise bad_input(", "raise bad_state(", "raise no_autograd("):
         assert call in checked.stdout and call not in unchecked.stdout, call
     assert "UNCHECKED" not in checked.stdout
     header = unchecked.stdout.splitlines()[:12]
     assert any(line.startswith("# UNCHECKED (--unchecked)") for line in header)
-    assert any(line.startswith("# Regenerate: ") and line.endswith("--unchecked --no-verify") for line in header)
+    assert any(
+        line.startswith("# Regenerate: ") and line.endswith("--unchecked --no-verify") for line in header
+    )
     # the dispatch stays: a shape outside every bucket still raises NoBucketError
     assert "raise no_bucket(_OWNER" in unchecked.stdout and "1 <= shape_0[1] <= 2048" in unchecked.stdout
 
 
 def test_nvfuser_legacy_frontend():
     result = run_cli(
-        "export", "thunder_aot.examples.gpt_oss:rmsnorm", "--shapes", "1x8x2880:bf16", "--nvfuser-frontend", "legacy",
-        "--backend", "nvfuser", "--no-verify",
+        "export",
+        "thunder_aot.examples.gpt_oss:rmsnorm",
+        "--shapes",
+        "1x8x2880:bf16",
+        "--nvfuser-frontend",
+        "legacy",
+        "--backend",
+        "nvfuser",
+        "--no-verify",
     )
     assert result.returncode == 0, result.stderr
     text = result.stdout
@@ -238,8 +302,15 @@ def test_nvfuser_legacy_frontend():
 def test_fallback_option_runs_the_source_module_outside_every_bucket(tmp_path):
     out = tmp_path / "rms_fallback.py"
     result = run_cli(
-        "export", "thunder_aot.examples.gpt_oss:rmsnorm", "--shapes", "1x[1..64]x2880:bf16",
-        "--backend", "torch", "--fallback", "--out", str(out),
+        "export",
+        "thunder_aot.examples.gpt_oss:rmsnorm",
+        "--shapes",
+        "1x[1..64]x2880:bf16",
+        "--backend",
+        "torch",
+        "--fallback",
+        "--out",
+        str(out),
     )
     assert result.returncode == 0, result.stderr
     gen = load_module_from_text(out.read_text(), "gen_fallback")
@@ -336,8 +407,13 @@ def test_kernel_inputs_after_the_first_must_be_on_its_device(backend):
     checks refuse another GPU's tensor (run on two GPUs by tests/test_gpu.py)."""
     text = (ROOT / "generated" / f"rotary_{backend}.py").read_text()
     check = next(n for n in ast.parse(text).body if isinstance(n, ast.FunctionDef) and n.name == "_dispatch")
-    tests = {ast.unparse(n.exc.args[1]): ast.unparse(parent.test) for parent in ast.walk(check) if isinstance(parent, ast.If)
-             for n in parent.body if isinstance(n, ast.Raise) and getattr(n.exc.func, "id", "") == "bad_input"}
+    tests = {
+        ast.unparse(n.exc.args[1]): ast.unparse(parent.test)
+        for parent in ast.walk(check)
+        if isinstance(parent, ast.If)
+        for n in parent.body
+        if isinstance(n, ast.Raise) and getattr(n.exc.func, "id", "") == "bad_input"
+    }
     assert set(tests) == {"'x'", "'cos'", "'sin'"}
     assert "get_device()" not in tests["'x'"]
     for name in ("cos", "sin"):
@@ -355,8 +431,17 @@ def test_each_program_branch_reads_a_size_once():
 
     reads_seen = 0
     for path in generated_files([str(ROOT / "generated")]):
-        forward = next(n for n in ast.parse(path.read_text()).body if isinstance(n, ast.FunctionDef) and n.name == "forward")
-        blocks = [getattr(n, f) for n in ast.walk(forward) for f in ("body", "orelse") if isinstance(getattr(n, f, None), list)]
+        forward = next(
+            n
+            for n in ast.parse(path.read_text()).body
+            if isinstance(n, ast.FunctionDef) and n.name == "forward"
+        )
+        blocks = [
+            getattr(n, f)
+            for n in ast.walk(forward)
+            for f in ("body", "orelse")
+            if isinstance(getattr(n, f, None), list)
+        ]
         for block in blocks:
             reads = [s for s in block if isinstance(s, ast.Assign) and "shape" in ast.unparse(s.value)]
             bound = [ast.unparse(t) for s in reads for t in s.targets]

@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from tests.examples import EXPORTS
+from tests.helpers import compare_at_every_bucket
 from tests.kernel_pass_modules import COPIES, GATHERS, JOINS, ROUTINGS, TOPKS, VIEWS
 from tests.view_modules import KERNELS as VIEW_KERNELS
 from tests.view_modules import SOURCE_CALLS as VIEW_SOURCE_CALLS
-from tests.helpers import compare_at_every_bucket
 from thunder_aot.exporter.resolve import resolve_module
 from thunder_aot.shapes import parse_shapes
 from thunder_aot.verify import bucket_inputs, load_module_from_text
@@ -24,7 +24,9 @@ pytestmark = pytest.mark.gpu
 
 def _load(stem: str, backend: str, name: str = ""):
     """Load generated/<stem>_<backend>.py; a new ``name`` gives a fresh copy (empty kernel caches)."""
-    return load_module_from_text((ROOT / "generated" / f"{stem}_{backend}.py").read_text(), name or f"gen_{stem}_{backend}")
+    return load_module_from_text(
+        (ROOT / "generated" / f"{stem}_{backend}.py").read_text(), name or f"gen_{stem}_{backend}"
+    )
 
 
 @pytest.mark.parametrize("stem,source,shapes", EXPORTS, ids=[e[0] for e in EXPORTS])
@@ -58,7 +60,8 @@ def test_generated_module_does_not_import_thunder():
     code = (
         "import sys, torch; sys.path.insert(0, '.');"
         "import importlib.util as u;"
-        "s = u.spec_from_file_location('g', 'generated/rmsnorm_nvfuser.py'); g = u.module_from_spec(s); s.loader.exec_module(g);"
+        "s = u.spec_from_file_location('g', 'generated/rmsnorm_nvfuser.py');"
+        " g = u.module_from_spec(s); s.loader.exec_module(g);"
         "from thunder_aot.examples.gpt_oss import rmsnorm;"
         "m = g.GptOssRMSNorm.from_module(rmsnorm().cuda());"
         "y = m(torch.randn(1, 7, 2880, device='cuda', dtype=torch.bfloat16));"
@@ -106,14 +109,20 @@ def test_triton_matches_eager_writes_every_element_and_replays_in_a_cuda_graph(s
             check_outputs(module, [*fresh], out, f"{stem} (triton) CUDA graph replay")
 
 
-_INDEXED = VIEW_KERNELS + VIEW_SOURCE_CALLS + [g[:2] for g in GATHERS + JOINS + ROUTINGS[:1] + COPIES + VIEWS + TOPKS]
+_INDEXED = (
+    VIEW_KERNELS
+    + VIEW_SOURCE_CALLS
+    + [g[:2] for g in GATHERS + JOINS + ROUTINGS[:1] + COPIES + VIEWS + TOPKS]
+)
 
 
 @pytest.mark.parametrize("source,shapes", _INDEXED, ids=[k[0].split(":")[1] for k in _INDEXED])
 def test_triton_regions_with_views_on_the_gpu(source, shapes):
     """Index kernels (views, transposes, expands, strided slices, cats, reductions under views,
-    gathers, joined regions, copies, transposed outputs as views and top-k kernels: tests/kernel_pass_modules.py) and a region run as its source's calls: compiled for the GPU, every output element written, equal to
-    the source at every bucket's edges and inside (non-finite inputs included), and in a CUDA graph."""
+    gathers, joined regions, copies, transposed outputs as views and top-k kernels:
+    tests/kernel_pass_modules.py) and a region run as its source's calls: compiled for the GPU, every
+    output element written, equal to the source at every bucket's edges and inside (non-finite inputs
+    included), and in a CUDA graph."""
     from thunder_aot.exporter import ExportRequest, export
 
     messages: list[str] = []
@@ -172,7 +181,9 @@ def test_an_input_on_another_gpu_than_the_first_is_refused(backend):
         for what, args in (("cos", (x, cos.to("cuda:1"), sin)), ("sin", (x, cos, sin.to("cuda:1")))):
             with pytest.raises(ValueError) as info:
                 aot(*args)
-            assert f"{what} must be a contiguous CUDA tensor on x's device; got a cuda:1 tensor" in str(info.value)
+            assert f"{what} must be a contiguous CUDA tensor on x's device; got a cuda:1 tensor" in str(
+                info.value
+            )
         torch.cuda.synchronize(0)
         torch.cuda.synchronize(1)
         check_call(module, aot, [x, cos, sin], f"{backend} rotary after")
@@ -223,7 +234,9 @@ def test_unaligned_inputs(backend):
             unaligned = buffer[1:].view(1, tokens, 2880)
             assert unaligned.is_contiguous() and unaligned.data_ptr() % 16
             for x in (aligned, unaligned, aligned):  # both variants, in turn
-                check_call(module, aot, [x], f"{backend} at {tokens} tokens, data_ptr % 16 = {x.data_ptr() % 16}")
+                check_call(
+                    module, aot, [x], f"{backend} at {tokens} tokens, data_ptr % 16 = {x.data_ptr() % 16}"
+                )
 
 
 def _with_weight(aot, weight, x):
@@ -260,10 +273,20 @@ def _adversarial_calls(gen, aot):
         ("not a tensor", lambda: aot([1.0, 2.0]), ValueError, "got a list"),
         ("two arguments", lambda: aot(x, x), TypeError, "argument"),
         ("requires grad", lambda: aot(x.clone().requires_grad_()), RuntimeError, "torch.no_grad"),
-        ("fp16 weight", lambda: _with_weight(aot, weight.half(), x), ValueError, "float32 tensor of shape 2880"),
+        (
+            "fp16 weight",
+            lambda: _with_weight(aot, weight.half(), x),
+            ValueError,
+            "float32 tensor of shape 2880",
+        ),
         ("CPU weight", lambda: _with_weight(aot, weight.cpu(), x), ValueError, "hidden_states's device"),
         ("short weight", lambda: _with_weight(aot, weight[:2000], x), ValueError, "shape 2880"),
-        ("strided weight", lambda: _with_weight(aot, torch.randn(5760, device="cuda")[::2], x), ValueError, "contiguous"),
+        (
+            "strided weight",
+            lambda: _with_weight(aot, torch.randn(5760, device="cuda")[::2], x),
+            ValueError,
+            "contiguous",
+        ),
     ]
 
 
@@ -299,11 +322,17 @@ def test_triton_kernels_under_compute_sanitizer_memcheck():
     command = [sanitizer, "--tool", "memcheck", "--leak-check", "no", "--error-exitcode", "3"]
     out = subprocess.run(
         [*command, sys.executable, str(ROOT / "tests" / "triton_memcheck.py")],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     log = out.stdout + out.stderr
     # the first errors name the kernel and the module being run (the tail holds only the last ones)
-    head = "\n".join(line for line in log.splitlines() if line.startswith("=========") or line.endswith(": ok"))
+    head = "\n".join(
+        line for line in log.splitlines() if line.startswith("=========") or line.endswith(": ok")
+    )
     assert out.returncode == 0 and "ERROR SUMMARY: 0 errors" in log, head[:6000] + "\n...\n" + log[-3000:]
     assert "calls checked" in log, log[-4000:]
 
@@ -315,7 +344,10 @@ def _fast_path_check(backend: str, *simulated: str) -> dict:
 
     out = subprocess.run(
         [sys.executable, str(ROOT / "tests" / "fast_path_check.py"), "rmsnorm", backend, *simulated],
-        cwd=ROOT, capture_output=True, text=True, timeout=900,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
         env={k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "THUNDER_AOT_FAST_PATHS")},
     )
     assert out.returncode == 0, out.stderr[-3000:]
@@ -346,7 +378,10 @@ def test_nvfuser_module_on_a_simulated_untested_release_calls_fd_execute_and_mat
     result = _fast_path_check("nvfuser", "nvfuser_direct=0.3.0")
     assert result["fast"] is False and result["fusions"] >= 1 and result["public_execute"] is True
     assert result["checked"] >= 8
-    assert len(result["warnings"]) == 1 and "nvfuser_direct 0.3.0 is not a tested release" in result["warnings"][0]
+    assert (
+        len(result["warnings"]) == 1
+        and "nvfuser_direct 0.3.0 is not a tested release" in result["warnings"][0]
+    )
 
 
 _KERNEL_STORE_CHILD = """
@@ -383,7 +418,9 @@ def test_nvfuser_kernels_are_reused_by_a_fresh_process_through_the_store(tmp_pat
     env = {**os.environ, nvfuser_kernels.VARIABLE: str(tmp_path / "store")}
     times = []
     for _ in range(2):
-        done = subprocess.run([sys.executable, "-c", _KERNEL_STORE_CHILD], cwd=ROOT, env=env, capture_output=True, text=True)
+        done = subprocess.run(
+            [sys.executable, "-c", _KERNEL_STORE_CHILD], cwd=ROOT, env=env, capture_output=True, text=True
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         times.append(json.loads(done.stdout.strip().splitlines()[-1]))
         (key,) = list((tmp_path / "store").iterdir())
@@ -391,7 +428,9 @@ def test_nvfuser_kernels_are_reused_by_a_fresh_process_through_the_store(tmp_pat
         if len(times) == 1:
             published = current
             db = key / current / "nvfuser_kernel_db"
-            assert list(db.glob("*.cubin")) and (db / "db.csv").read_text().strip(), sorted(p.name for p in db.iterdir())
+            assert list(db.glob("*.cubin")) and (db / "db.csv").read_text().strip(), sorted(
+                p.name for p in db.iterdir()
+            )
     assert current == published, "the second process compiled kernels the first had stored"
     print(f"nvFuser kernel store, first call of the seed's RMSNorm at 1x568x2880: {times}")
 

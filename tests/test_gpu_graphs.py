@@ -21,7 +21,9 @@ BACKENDS = ["nvfuser", "triton"]
 
 
 def _rmsnorm(backend: str):
-    gen = load_module_from_text((ROOT / "generated" / f"rmsnorm_{backend}.py").read_text(), f"graphs_rmsnorm_{backend}")
+    gen = load_module_from_text(
+        (ROOT / "generated" / f"rmsnorm_{backend}.py").read_text(), f"graphs_rmsnorm_{backend}"
+    )
     source = rmsnorm().cuda()
     return source, gen.GptOssRMSNorm.from_module(source)
 
@@ -97,8 +99,14 @@ def test_decoder_layers_replayed_from_graphs_keep_a_models_logits(backend):
     from thunder_aot.examples.hf import tiny_llama
     from thunder_aot.exporter import ExportRequest, export
 
-    text = export(ExportRequest("thunder_aot.examples.hf:llama_decoder_layer", ("1x[S=1..64]x256, 1x[S]x64, 1x[S]x64",),
-                                backend=backend), verify=False)
+    text = export(
+        ExportRequest(
+            "thunder_aot.examples.hf:llama_decoder_layer",
+            ("1x[S=1..64]x256, 1x[S]x64, 1x[S]x64",),
+            backend=backend,
+        ),
+        verify=False,
+    )
     gen = load_module_from_text(text, f"graphs_layer_{backend}")
     model = tiny_llama().cuda()
     original = copy.deepcopy(model)
@@ -107,7 +115,9 @@ def test_decoder_layers_replayed_from_graphs_keep_a_models_logits(backend):
     with torch.no_grad():
         for tokens in (1, 9, 64, 9):
             ids = torch.randint(0, 512, (1, tokens), generator=generator).cuda()
-            check_outputs(Logits(original), [ids], Logits(model)(ids), f"{backend} graphed layers at {tokens} tokens")
+            check_outputs(
+                Logits(original), [ids], Logits(model)(ids), f"{backend} graphed layers at {tokens} tokens"
+            )
     assert [layer.calls["generated"] for layer in model.model.layers] == [4, 4]
     assert [layer.__dict__["generated"].graphs for layer in model.model.layers] == [3, 3]
 
@@ -122,8 +132,12 @@ def test_kv_cache_layers_generate_transformers_tokens_on_the_gpu(backend):
     from thunder_aot.exporter import ExportRequest, export
 
     messages: list[str] = []
-    text = export(ExportRequest("thunder_aot.examples.hf:llama_decoder_layer_cache", (LLAMA_CACHE_SHAPES,), backend=backend),
-                  progress=messages.append)
+    text = export(
+        ExportRequest(
+            "thunder_aot.examples.hf:llama_decoder_layer_cache", (LLAMA_CACHE_SHAPES,), backend=backend
+        ),
+        progress=messages.append,
+    )
     assert any(m.startswith("verified:") for m in messages), messages
     gen = load_module_from_text(text, f"cache_layer_{backend}")
     model = tiny_llama().cuda()

@@ -24,7 +24,9 @@ BACKENDS = ["nvfuser", "triton"]
 
 def _generated_llama_rmsnorm(backend: str):
     # export verifies the module against the source on fresh random inputs on the GPU
-    text = export(ExportRequest("thunder_aot.examples.hf:llama_rmsnorm", ("1x[1..64]x256:fp32",), backend=backend))
+    text = export(
+        ExportRequest("thunder_aot.examples.hf:llama_rmsnorm", ("1x[1..64]x256:fp32",), backend=backend)
+    )
     return load_module_from_text(text, f"gpu_llama_rmsnorm_{backend}").LlamaRMSNorm
 
 
@@ -67,7 +69,9 @@ def test_replaced_llama_matches_on_the_gpu(backend):
     with torch.no_grad():
         for tokens in (1, 37, 64):
             ids = _ids(tokens)
-            check_outputs(Logits(original), [ids], _logits(model, ids), f"tiny llama ({backend}) at {tokens} tokens")
+            check_outputs(
+                Logits(original), [ids], _logits(model, ids), f"tiny llama ({backend}) at {tokens} tokens"
+            )
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -95,7 +99,9 @@ def test_generated_module_in_a_plain_model_captured_in_a_cuda_graph(backend):
 
     source_norm = llama_rmsnorm().cuda()
     torch.manual_seed(0)
-    original = torch.nn.Sequential(torch.nn.Linear(256, 256), source_norm, torch.nn.Linear(256, 64)).cuda().eval()
+    original = (
+        torch.nn.Sequential(torch.nn.Linear(256, 256), source_norm, torch.nn.Linear(256, 64)).cuda().eval()
+    )
     model = copy.deepcopy(original)
     model[1] = norm.from_module(model[1])
     static = torch.randn(1, 40, 256, device="cuda")
@@ -117,7 +123,12 @@ def test_replaced_llama_under_torch_compile(backend):
     with torch.no_grad():
         for tokens in (5, 48):
             ids = _ids(tokens)
-            check_outputs(Logits(original), [ids], _logits(compiled, ids), f"compiled tiny llama ({backend}) at {tokens} tokens")
+            check_outputs(
+                Logits(original),
+                [ids],
+                _logits(compiled, ids),
+                f"compiled tiny llama ({backend}) at {tokens} tokens",
+            )
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -134,7 +145,9 @@ def test_replaced_llama_on_the_second_gpu(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("source,shapes,unfused", HF_SUBMODULES, ids=[m[0].split(":")[1] for m in HF_SUBMODULES])
+@pytest.mark.parametrize(
+    "source,shapes,unfused", HF_SUBMODULES, ids=[m[0].split(":")[1] for m in HF_SUBMODULES]
+)
 def test_real_submodule_matches_eager_on_the_gpu(source, shapes, unfused, backend):
     """Export verifies on the GPU: the generated module against the source module in eager, on fresh
     random inputs at each bucket's edges and inside."""
@@ -154,8 +167,13 @@ def test_gpt_oss_mask_layer_stack_on_the_gpu_with_cuda_graphs(backend):
     from thunder_aot.examples.hf import gpt_oss_small_causal_lm
     from thunder_aot.layers import LastTokenLogits, StackAdapter
 
-    text = export(ExportRequest("thunder_aot.examples.hf:gpt_oss_small_decoder_layer_mask", (GPT_OSS_MASK_SHAPES,),
-                                backend=backend))
+    text = export(
+        ExportRequest(
+            "thunder_aot.examples.hf:gpt_oss_small_decoder_layer_mask",
+            (GPT_OSS_MASK_SHAPES,),
+            backend=backend,
+        )
+    )
     gen = load_module_from_text(text, f"gpu_gpt_oss_mask_{backend}")
     model = gpt_oss_small_causal_lm().cuda()
     source = LastTokenLogits(model)
@@ -172,7 +190,9 @@ def test_gpt_oss_mask_layer_stack_on_the_gpu_with_cuda_graphs(backend):
             for tokens in (1, 9, 23, 32):
                 ids = _ids(tokens)
                 got = adapter(ids, use_cache=False, logits_to_keep=1).logits
-                check_chosen(source, [ids], got, picks(ids), f"GPT-OSS stack ({backend}, graphs {graphs}) at {tokens}")
+                check_chosen(
+                    source, [ids], got, picks(ids), f"GPT-OSS stack ({backend}, graphs {graphs}) at {tokens}"
+                )
             assert dict(adapter.calls) == {"generated": 4}
         adapter = StackAdapter(model, gen.DecoderLayerMaskCall)
         static = _ids(23)
@@ -184,14 +204,18 @@ def test_gpt_oss_mask_layer_stack_on_the_gpu_with_cuda_graphs(backend):
             check_chosen(source, [static], out, picks(static), f"GPT-OSS stack ({backend}) captured whole")
 
 
-@pytest.mark.parametrize("factory", ["qwen3_moe_block", "mixtral_moe_block", "qwen2_moe_block", "olmoe_block"])
+@pytest.mark.parametrize(
+    "factory", ["qwen3_moe_block", "mixtral_moe_block", "qwen2_moe_block", "olmoe_block"]
+)
 def test_moe_blocks_route_in_one_program_on_the_gpu(factory):
     """Every transformers MoE family's block exported with Triton verifies on the GPU (export judges
     each call against the float64 run that routes as it did), its bookkeeping one routing program;
     then captured in a CUDA graph and replayed on fresh tokens, judged with the picks of a plain call."""
     messages: list[str] = []
-    text = export(ExportRequest(f"thunder_aot.examples.hf:{factory}", ("1x[S=1..512]x256:bf16",), backend="triton"),
-                  progress=messages.append)
+    text = export(
+        ExportRequest(f"thunder_aot.examples.hf:{factory}", ("1x[S=1..512]x256:bf16",), backend="triton"),
+        progress=messages.append,
+    )
     assert any(m.startswith("verified:") for m in messages), messages
     assert "_routing.launch(" in text
     gen = load_module_from_text(text, f"gpu_{factory}")

@@ -63,9 +63,23 @@ def test_interrupted_export_leaves_no_file(tmp_path, delay):
     out = tmp_path / "never.py"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "thunder_aot", "export", "thunder_aot.examples.gpt_oss:rmsnorm",
-         "--shapes", "1x[1..2048]x2880:bf16; 1x[2049..4096]x2880:bf16", "--backend", "torch", "--out", str(out)],
-        cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "thunder_aot",
+            "export",
+            "thunder_aot.examples.gpt_oss:rmsnorm",
+            "--shapes",
+            "1x[1..2048]x2880:bf16; 1x[2049..4096]x2880:bf16",
+            "--backend",
+            "torch",
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.time() + 120
     line = ""

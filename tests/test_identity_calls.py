@@ -26,8 +26,18 @@ _OUT = (Value("t1", TensorSpec((4, 16), "float32")),)
         ("torch.dropout", (Ref("x"), Const(0.3), Const(False)), (), "x"),
         ("torch.nn.functional.dropout", (Ref("x"), Const(0.1), Const(True)), (), None),  # drops elements
         ("torch.nn.functional.dropout", (Ref("x"),), (), None),  # p=0.5, training=True by default
-        ("torch.nn.functional.dropout", (Ref("x"), Ref("p"), Const(True)), (), None),  # p known at run time only
-        ("torch.nn.functional.dropout", (Ref("x"), Const(False)), (("p", Const(0.1)),), None),  # p twice: not bound
+        (
+            "torch.nn.functional.dropout",
+            (Ref("x"), Ref("p"), Const(True)),
+            (),
+            None,
+        ),  # p known at run time only
+        (
+            "torch.nn.functional.dropout",
+            (Ref("x"), Const(False)),
+            (("p", Const(0.1)),),
+            None,
+        ),  # p twice: not bound
         ("torch.nn.functional.relu", (Ref("x"),), (), None),
     ],
 )
@@ -58,8 +68,10 @@ def linear_then_dropout() -> nn.Module:
 def test_eval_mode_dropouts_leave_no_call_and_the_module_still_matches():
     from thunder_aot.exporter import ExportRequest, export
 
-    text = export(ExportRequest("tests.test_identity_calls:linear_then_dropout", ("[S=1..8]x16",), backend="torch"),
-                  progress=lambda m: None)  # verifies against float64
+    text = export(
+        ExportRequest("tests.test_identity_calls:linear_then_dropout", ("[S=1..8]x16",), backend="torch"),
+        progress=lambda m: None,
+    )  # verifies against float64
     code = text.split("\nclass ")[0]
     calls = [line for line in code.splitlines() if "dropout(" in line and not line.lstrip().startswith("#")]
     assert not calls and "# " in code and "dropout" in code, calls  # the source lines stay as comments

@@ -15,7 +15,9 @@ def test_judgement_accepts_rounding_refuses_errors_and_wants_eager_non_finite_va
     module = resolve_module("tests.sound_modules:fp32_output_through_bf16")
     x = torch.randn(1, 7, 256, dtype=torch.bfloat16)
     expected, ref = module(x), reference64(module, [x])
-    judge_output(expected, expected.bfloat16().float(), ref, "rounded once more")  # one rounding step: accepted
+    judge_output(
+        expected, expected.bfloat16().float(), ref, "rounded once more"
+    )  # one rounding step: accepted
     with pytest.raises(ExportError, match="error against float64"):
         judge_output(expected, expected * 1.01, ref, "1% off")
     wrong = expected.clone()
@@ -24,12 +26,21 @@ def test_judgement_accepts_rounding_refuses_errors_and_wants_eager_non_finite_va
         judge_output(expected, wrong, ref, "one element off")
     nan = expected.clone()
     nan[0, 0, 0] = float("nan")
-    with pytest.raises(ExportError, match=r"non-finite values differ.*at \[0, 0, 0\], the generated module nan"):
+    with pytest.raises(
+        ExportError, match=r"non-finite values differ.*at \[0, 0, 0\], the generated module nan"
+    ):
         judge_output(expected, nan, ref, "a NaN eager has not")
     relu_nan = torch.tensor([float("nan"), 1.0, float("inf")])
     with pytest.raises(ExportError, match=r"eager has NaN at \[0\], the generated module 0.0"):
-        judge_output(relu_nan, torch.tensor([0.0, 1.0, float("inf")]), None, "relu of NaN as where(x > 0, x, 0)")
-    judge_output(relu_nan, torch.tensor([float("nan"), 1.0, float("nan")]), None, "inf times a zero one side rounded to")
+        judge_output(
+            relu_nan, torch.tensor([0.0, 1.0, float("inf")]), None, "relu of NaN as where(x > 0, x, 0)"
+        )
+    judge_output(
+        relu_nan,
+        torch.tensor([float("nan"), 1.0, float("nan")]),
+        None,
+        "inf times a zero one side rounded to",
+    )
     ints = torch.arange(6)
     with pytest.raises(ExportError, match="an exact dtype"):
         judge_output(ints, ints + (ints == 3), None, "integers")
@@ -53,7 +64,9 @@ def test_non_finite_values_where_eager_overflowed_pass_where_float64_agrees_with
     x, scale = torch.randn(4, 256, generator=generator), torch.rand(256, generator=generator) + 0.5
     x[1, 7], scale[9] = 1e20, float("inf")
     expected, actual = ScaledNorm()(x, scale), VarMeanNorm()(x, scale)
-    assert torch.isnan(expected[1, 9]) and torch.isinf(actual[1, 9])  # eager 0 * inf; float64 and ours finite * inf
+    assert torch.isnan(expected[1, 9]) and torch.isinf(
+        actual[1, 9]
+    )  # eager 0 * inf; float64 and ours finite * inf
     judge_output(expected, actual, reference64(ScaledNorm(), [x, scale]), "eager overflowed")
     wrong = actual.clone()
     wrong[2, 9] = -wrong[2, 9]  # the other infinity than eager's and float64's
@@ -64,7 +77,11 @@ def test_non_finite_values_where_eager_overflowed_pass_where_float64_agrees_with
     # a row holding 1e20 and -1e20: its float32 mean is rounding noise of either sign, so eager's NaN
     # and the generated module's infinity both differ from float64's; eager is no measure there
     x[3, 1], x[3, 2] = 1e20, -1e20
-    expected, actual, reference = ScaledNorm()(x, scale), VarMeanNorm()(x, scale), reference64(ScaledNorm(), [x, scale])
+    expected, actual, reference = (
+        ScaledNorm()(x, scale),
+        VarMeanNorm()(x, scale),
+        reference64(ScaledNorm(), [x, scale]),
+    )
     assert torch.isnan(expected[3, 9]) and torch.isinf(reference[3, 9])
     actual[3, 9] = -reference[3, 9]
     judge_output(expected, actual, reference, "eager and the generated module both off float64")
@@ -88,7 +105,9 @@ def test_the_float64_reference_keeps_the_modules_own_casts_in_float64():
     ref = reference64(module, [x])
     assert ref.dtype is torch.float64
     xd = x.double()
-    exact = module.weight.double() * (xd * torch.rsqrt(xd.pow(2).mean(-1, keepdim=True) + module.variance_epsilon))
+    exact = module.weight.double() * (
+        xd * torch.rsqrt(xd.pow(2).mean(-1, keepdim=True) + module.variance_epsilon)
+    )
     torch.testing.assert_close(ref, exact, rtol=1e-12, atol=1e-12)
 
 
@@ -147,7 +166,12 @@ def test_the_float64_reference_runs_grouped_matmuls_group_by_group():
     x = rand(32, 16).to(torch.bfloat16)
     ref = run64(module, [x, offs])
     assert ref.dtype is torch.float64
-    exact = torch.cat([x[s:e].double() @ module.weight[g].double() for g, (s, e) in enumerate(zip([0, 8, 8, 24], [8, 8, 24, 32]))])
+    exact = torch.cat(
+        [
+            x[s:e].double() @ module.weight[g].double()
+            for g, (s, e) in enumerate(zip([0, 8, 8, 24], [8, 8, 24, 32]))
+        ]
+    )
     torch.testing.assert_close(ref, exact, rtol=1e-12, atol=1e-12)
 
 
@@ -176,7 +200,9 @@ def test_the_float64_reference_of_grouped_matmuls_holds_when_judge_is_first_impo
         "x = torch.randn(32, 16).to(torch.bfloat16)\n"
         "print(run64(module, [x, torch.tensor([8, 8, 24, 32], dtype=torch.int32)]).dtype)\n"
     )
-    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0 and done.stdout.strip() == "torch.float64", done.stderr[-2000:]
 
 
@@ -268,7 +294,9 @@ def test_a_kernels_picks_are_judged_as_picks_and_must_be_a_top_k(monkeypatch):
     buckets = parse_shapes("2x[S=1..24]x32:fp32")
     x = torch.randn(2, 24, 32, generator=torch.Generator().manual_seed(0))
     _, picks = run_recording_choices(_generated_router(_last_of_ties).Router.from_module(source), [x])
-    assert not torch.equal(picks[0], torch.topk(torch.floor(source.proj(x) * 2) / 2, source.k).indices)  # ties differ
+    assert not torch.equal(
+        picks[0], torch.topk(torch.floor(source.proj(x) * 2) / 2, source.k).indices
+    )  # ties differ
     for seed in range(3):
         assert verify(_generated_router(_last_of_ties), source, buckets, "Router", seed=seed) >= 3
     smallest = _generated_router(lambda logits, k: torch.topk(logits, k, largest=False).indices)
@@ -278,5 +306,9 @@ def test_a_kernels_picks_are_judged_as_picks_and_must_be_a_top_k(monkeypatch):
     import thunder_aot.verify.judge as judge_module
 
     replay = judge_module._replayed_topk
-    monkeypatch.setattr(judge_module, "_replayed_topk", lambda choices, args, kwargs, check: replay(choices, args, kwargs, False))
+    monkeypatch.setattr(
+        judge_module,
+        "_replayed_topk",
+        lambda choices, args, kwargs, check: replay(choices, args, kwargs, False),
+    )
     assert verify(smallest, source, buckets, "Router", seed=0) >= 3

@@ -12,8 +12,8 @@ import re
 import pytest
 import torch
 
-from tests.kernel_pass_modules import COPIES, GATHERS, JOINS, ROUTINGS, TOPKS, VIEWS
 from tests.helpers import interpreted_check
+from tests.kernel_pass_modules import COPIES, GATHERS, JOINS, ROUTINGS, TOPKS, VIEWS
 from thunder_aot.backends.torch import TORCH_PRIMS, OpContext
 from thunder_aot.exporter.gather import take_op
 from thunder_aot.model import TensorSpec, Value
@@ -30,7 +30,7 @@ def _text(source: str, shapes: str, backend: str) -> str:
 
 
 def _forward(text: str) -> str:
-    return text[text.index("\ndef forward("):]
+    return text[text.index("\ndef forward(") :]
 
 
 def _code(text: str) -> str:
@@ -73,8 +73,11 @@ def test_the_reduction_rule_is_what_keeps_a_gathered_reduction_apart(monkeypatch
 
 
 @pytest.mark.traces
-@pytest.mark.parametrize("source,shapes", [g[:2] for g in GATHERS + JOINS + COPIES + VIEWS + TOPKS],
-                         ids=IDS + [j[0].split(":")[1] for j in JOINS + COPIES + VIEWS + TOPKS])
+@pytest.mark.parametrize(
+    "source,shapes",
+    [g[:2] for g in GATHERS + JOINS + COPIES + VIEWS + TOPKS],
+    ids=IDS + [j[0].split(":")[1] for j in JOINS + COPIES + VIEWS + TOPKS],
+)
 def test_the_passes_kernels_match_their_source_under_the_interpreter(source, shapes):
     result = interpreted_check(source, shapes)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -158,7 +161,11 @@ def test_copies_of_permuted_views_are_kernels_and_copies_of_nothing_go(source, s
         assert [s.target for s in bp.steps if isinstance(s, TorchCall)] == calls
         assert len([s for s in bp.steps if isinstance(s, Region)]) == kernels
     program, _, _ = build_program(ExportRequest(source, (shapes,), backend="torch"), progress=lambda m: None)
-    copies = [s.target for s in program.programs[0].steps if isinstance(s, TorchCall) and s.target.endswith("contiguous")]
+    copies = [
+        s.target
+        for s in program.programs[0].steps
+        if isinstance(s, TorchCall) and s.target.endswith("contiguous")
+    ]
     assert len(copies) == 1, copies
 
 
@@ -174,7 +181,9 @@ def test_a_transposed_output_only_matmuls_read_is_stored_untransposed(source, sh
     from thunder_aot.model import Region, TorchCall
 
     def built():  # the bucket's program
-        program, _, _ = build_program(ExportRequest(source, (shapes,), backend="triton"), progress=lambda m: None)
+        program, _, _ = build_program(
+            ExportRequest(source, (shapes,), backend="triton"), progress=lambda m: None
+        )
         return program.programs[0]
 
     program = built()
@@ -184,7 +193,12 @@ def test_a_transposed_output_only_matmuls_read_is_stored_untransposed(source, sh
     made = {o.name: o for o in region.outputs}
     assert view.args[0].name in made and len(region.outputs) == 1  # the keys, once
     assert (view.args[0].name in program.outputs) == returned
-    assert [d if isinstance(d, int) else d.name for d in made[view.args[0].name].spec.shape] == [1, 2, "S", 32]
+    assert [d if isinstance(d, int) else d.name for d in made[view.args[0].name].spec.shape] == [
+        1,
+        2,
+        "S",
+        32,
+    ]
     matmul = next(c for c in calls if c.target == "torch.matmul")
     assert view.outputs[0].name in {a.name for a in matmul.args if hasattr(a, "name")}
     monkeypatch.setattr(TritonBackend, "views_for_strided_readers", False)
@@ -202,7 +216,9 @@ def test_a_routers_top_k_is_a_kernel_unless_the_module_returns_its_picks(source,
     from thunder_aot.model import Region, TorchCall
 
     def steps(backend):
-        program, _, _ = build_program(ExportRequest(source, (shapes,), backend=backend), progress=lambda m: None)
+        program, _, _ = build_program(
+            ExportRequest(source, (shapes,), backend=backend), progress=lambda m: None
+        )
         return program.programs[0].steps
 
     triton = steps("triton")

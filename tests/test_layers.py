@@ -14,19 +14,26 @@ pytest.importorskip("transformers")
 def test_causal_masks_are_transformers_own(attention, length):
     """causal_mask gives, for a batch without padding, exactly the masks transformers builds for
     full and sliding-window layers: bool for sdpa, additive in the model's dtype for eager."""
-    from transformers import masking_utils
+    from transformers import Qwen2Config, masking_utils
 
     from thunder_aot.examples.hf import _small_config
     from thunder_aot.layers import causal_mask
-    from transformers import Qwen2Config
 
     config = _small_config(Qwen2Config, sliding_window=8, use_sliding_window=True, max_window_layers=1)
     config._attn_implementation = attention
     embeds = torch.randn(2, length, config.hidden_size, dtype=torch.bfloat16)
-    kwargs = dict(config=config, inputs_embeds=embeds, attention_mask=None, past_key_values=None,
-                  position_ids=torch.arange(length).unsqueeze(0))
+    kwargs = dict(
+        config=config,
+        inputs_embeds=embeds,
+        attention_mask=None,
+        past_key_values=None,
+        position_ids=torch.arange(length).unsqueeze(0),
+    )
     dtype = torch.bool if attention == "sdpa" else torch.bfloat16
-    for make, window in ((masking_utils.create_causal_mask, None), (masking_utils.create_sliding_window_causal_mask, 8)):
+    for make, window in (
+        (masking_utils.create_causal_mask, None),
+        (masking_utils.create_sliding_window_causal_mask, 8),
+    ):
         want = make(**kwargs)
         if want is None:  # sdpa's causal flag serves it: the materialized mask is the causal one
             want = torch.ones(length, length, dtype=torch.bool).tril().expand(2, 1, length, length)
@@ -39,7 +46,13 @@ def test_a_models_layers_need_their_mask_for_eager_attention_and_sliding_windows
     from transformers import GptOssConfig, LlamaConfig, MistralConfig
 
     from thunder_aot.examples.hf import llama_config
-    from thunder_aot.layers import DecoderLayerCall, DecoderLayerMaskCall, layer_windows, needs_mask, prefill_call
+    from thunder_aot.layers import (
+        DecoderLayerCall,
+        DecoderLayerMaskCall,
+        layer_windows,
+        needs_mask,
+        prefill_call,
+    )
 
     assert prefill_call(llama_config()) is DecoderLayerCall
     assert prefill_call(llama_config("eager")) is DecoderLayerMaskCall
@@ -54,7 +67,9 @@ def test_a_models_layers_need_their_mask_for_eager_attention_and_sliding_windows
     assert layer_windows(plain) == [None] * 3 and not needs_mask(plain)
     odd = LlamaConfig(num_hidden_layers=2)
     odd.layer_types = ["full_attention", "chunked_attention"]
-    with pytest.raises(TypeError, match="layer types chunked_attention: expected full_attention and sliding_attention"):
+    with pytest.raises(
+        TypeError, match="layer types chunked_attention: expected full_attention and sliding_attention"
+    ):
         layer_windows(odd)
 
 
@@ -101,6 +116,9 @@ def test_a_falcon_layer_gets_alibi_none_and_its_cache_as_layer_past():
     assert out.shape == (1, 3, 256) and keys.shape == values.shape == (1, 4, 5, 64)
     assert torch.equal(keys[:, :, :2], past)
     cache = StepCache(past, past)
-    assert LayerAdapter._unserved(None, None, (cos, sin), {"layer_past": cache, "alibi": None}) == "a layer_past argument"
+    assert (
+        LayerAdapter._unserved(None, None, (cos, sin), {"layer_past": cache, "alibi": None})
+        == "a layer_past argument"
+    )
     assert LayerAdapter._unserved(None, None, (cos, sin), {"alibi": None, "output_attentions": False}) is None
     assert LayerAdapter._unserved(None, None, (cos, sin), {"alibi": cos}) == "tensor keyword arguments"

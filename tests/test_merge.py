@@ -106,8 +106,14 @@ def test_replaced_weights_are_merged_again(tmp_path):
         moved = fresh.to(torch.float64).to(torch.float32)  # converts the members, merges again
         check_outputs(other, [x], moved(x), "after .to()")
         aot.up_proj.weight = torch.nn.Parameter(torch.randn(512, 256))
-        state = [aot.get_parameter(k) for k, *_ in cls.STATE] + [aot.get_buffer("merged_gate_proj_up_proj_weight")]
-        with pytest.raises(ValueError, match=r"up_proj.weight is no longer a view of merged_gate_proj_up_proj_weight.*merge_projections\(\)"):
+        state = [aot.get_parameter(k) for k, *_ in cls.STATE] + [
+            aot.get_buffer("merged_gate_proj_up_proj_weight")
+        ]
+        with pytest.raises(
+            ValueError,
+            match=r"up_proj.weight is no longer a view of merged_gate_proj_up_proj_weight"
+            r".*merge_projections\(\)",
+        ):
             gen.forward(x, *state)
         want = copy.deepcopy(other)
         want.up_proj.weight.copy_(aot.up_proj.weight)
@@ -146,7 +152,11 @@ def test_two_modules_built_from_one_source_share_its_merged_weights(tmp_path):
     gen, _ = _export(GATED, "[1..16]x256:fp32", tmp_path)
     first, second = _class(gen).from_module(source), _class(gen).from_module(source)
     key = "merged_gate_proj_up_proj_weight"
-    assert first.get_buffer(key).data_ptr() == second.get_buffer(key).data_ptr() == source.gate_proj.weight.data_ptr()
+    assert (
+        first.get_buffer(key).data_ptr()
+        == second.get_buffer(key).data_ptr()
+        == source.gate_proj.weight.data_ptr()
+    )
     (x,) = _inputs((4, 256), seed=4)
     with torch.no_grad():
         check_outputs(source, [x], first(x), "first")

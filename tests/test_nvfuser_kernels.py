@@ -84,7 +84,9 @@ def _fresh_process(kernels: str, store: Path | None) -> list[list[str]]:
     env = {k: v for k, v in os.environ.items() if k != nvfuser_kernels.VARIABLE}
     if store is not None:
         env[nvfuser_kernels.VARIABLE] = str(store)
-    done = subprocess.run([sys.executable, "-c", _CHILD, kernels], cwd=ROOT, env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD, kernels], cwd=ROOT, env=env, capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 

@@ -132,7 +132,9 @@ def test_exact_bucket_compiles_once_then_calls_the_executor_cache(env):
         x = _x(15)
         _check(aot(x), src, x)
     assert fake.calls == {"fd": 1, "fec": 2}
-    assert sorted(gen.fusion0.by_size) == [15, 568, 1369] and not (gen.fusion0.by_size[568].ready or gen.fusion0.by_size[1369].ready)
+    assert sorted(gen.fusion0.by_size) == [15, 568, 1369] and not (
+        gen.fusion0.by_size[568].ready or gen.fusion0.by_size[1369].ready
+    )
 
 
 @torch.no_grad()
@@ -190,7 +192,9 @@ def test_bench_nvfuser_executions_records_the_fd_and_restores_execute(env):
 def _counting_dispatch(gen, monkeypatch) -> list:
     """Wraps the generated module's checked path; the list grows by the shape of each call through it."""
     calls, real = [], gen._dispatch
-    monkeypatch.setattr(gen, "_dispatch", lambda x, w: calls.append(tuple(getattr(x, "shape", ()))) or real(x, w))
+    monkeypatch.setattr(
+        gen, "_dispatch", lambda x, w: calls.append(tuple(getattr(x, "shape", ()))) or real(x, w)
+    )
     return calls
 
 
@@ -219,7 +223,11 @@ def test_calls_that_repeat_a_shape_pass_the_last_guard_without_a_lookup(env, mon
     checked = _counting_dispatch(gen, monkeypatch)
     found = []
     find = thunder_aot.runtime.GuardTable.find
-    monkeypatch.setattr(thunder_aot.runtime.GuardTable, "find", lambda table, *a: found.append(getattr(a[0], "shape", [None] * 2)[1]) or find(table, *a))
+    monkeypatch.setattr(
+        thunder_aot.runtime.GuardTable,
+        "find",
+        lambda table, *a: found.append(getattr(a[0], "shape", [None] * 2)[1]) or find(table, *a),
+    )
     for s in (15, 15, 15, 16, 16, 15, 16, 16):
         x = _x(s)
         _check(aot(x), src, x)
@@ -345,13 +353,15 @@ def test_a_fusion_reading_a_permuted_fusion_output_gets_it_contiguous():
     from thunder_aot.exporter import ExportRequest, export
 
     text = export(
-        ExportRequest("tests.view_modules:norm_then_transpose_then_mix", ("1x[S=2..40]x128:fp32",), backend="nvfuser"),
+        ExportRequest(
+            "tests.view_modules:norm_then_transpose_then_mix", ("1x[S=2..40]x128:fp32",), backend="nvfuser"
+        ),
         verify=False,
     )
-    body = text[text.index("    if program == 0"):]
+    body = text[text.index("    if program == 0") :]
     first = re.search(r"(\w+), (\w+) = \(fusion0\.", body)
     assert first, body
-    second = body[first.end():]
+    second = body[first.end() :]
     fed = re.search(r"fusion1\.record\(S\)\)\.execute\(\[(.*)\]\)", second).group(1).split(", ")
     from_first = [name for name in fed if name in first.groups()]
     assert from_first, fed
@@ -369,13 +379,19 @@ def test_a_permuted_fusion_output_the_module_returns_is_made_contiguous():
     from tests.examples import LLAMA_CACHE_SHAPES
     from thunder_aot.exporter import ExportRequest, export
 
-    text = export(ExportRequest("thunder_aot.examples.hf:llama_decoder_layer_cache", (LLAMA_CACHE_SHAPES,),
-                                backend="nvfuser"), verify=False)
+    text = export(
+        ExportRequest(
+            "thunder_aot.examples.hf:llama_decoder_layer_cache", (LLAMA_CACHE_SHAPES,), backend="nvfuser"
+        ),
+        verify=False,
+    )
     for body in text.split("    if program == ")[1:]:
         returned = re.search(r"\n\s+return (\w+), (\w+), (\w+)\n", body).groups()
         made = [name for name in returned[1:] if f"{name} = {name}.contiguous()" in body]
         assert made == list(returned[1:]), (returned, body[-600:])
-        assert f"{returned[0]} = {returned[0]}.contiguous()" not in body  # the hidden states: no transpose there
+        assert (
+            f"{returned[0]} = {returned[0]}.contiguous()" not in body
+        )  # the hidden states: no transpose there
 
 
 class _TorchOps:
@@ -412,10 +428,20 @@ def test_a_slice_with_a_step_renders_as_unit_step_parts(start, step):
     width, seq = 12, 5
     count = len(range(start, width, step))
     out = Value("part", TensorSpec((SymDim("S"), count), "float32"))
-    op = PrimOp("slice", (out,), (Ref("x"), Seq((Const(0), Const(start))), Seq((SizeArg(SymDim("S")), Const(width))),
-                                  Seq((Const(1), Const(step)))))
+    op = PrimOp(
+        "slice",
+        (out,),
+        (
+            Ref("x"),
+            Seq((Const(0), Const(start))),
+            Seq((SizeArg(SymDim("S")), Const(width))),
+            Seq((Const(1), Const(step))),
+        ),
+    )
     text = NV_PRIMS["slice"](NvOp(op, specialized=True))
-    assert "fd.ops.slice" in text and f", {step}]" not in text.split("fd.ops.pad")[0], "no stepped slice reaches nvFuser"
+    assert (
+        "fd.ops.slice" in text and f", {step}]" not in text.split("fd.ops.pad")[0]
+    ), "no stepped slice reaches nvFuser"
     x = torch.randn(seq, width, generator=torch.Generator().manual_seed(start * 10 + step))
     got = eval(text, {"fd": type("FD", (), {"ops": _TorchOps})}, {"x": x, "S": seq})
     torch.testing.assert_close(got, x[:, start::step], rtol=0, atol=0)

@@ -45,15 +45,24 @@ for name in sys.argv[2:] or ZOO:
 @pytest.mark.parametrize("backend", ["torch", "triton"])
 def test_every_zoo_module_exports_verified(backend):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TRITON_INTERPRET": "1" if backend == "triton" else "0"}
-    done = subprocess.run([sys.executable, "-c", EXPORT_ALL, backend], cwd=ROOT, env=env, capture_output=True, text=True)
-    results = {r["name"]: r for r in map(json.loads, (l for l in done.stdout.splitlines() if l.startswith("{")))}
+    done = subprocess.run(
+        [sys.executable, "-c", EXPORT_ALL, backend], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    results = {
+        r["name"]: r
+        for r in map(json.loads, (line for line in done.stdout.splitlines() if line.startswith("{")))
+    }
     assert set(results) == set(ZOO), done.stderr[-3000:]
     failed = {name: r["error"] for name, r in results.items() if r["error"]}
     assert not failed, failed
     if backend != "triton":
         return
-    given_up = {name: [m for m in r["messages"] if m.startswith("no triton kernel")] for name, r in results.items()}
+    given_up = {
+        name: [m for m in r["messages"] if m.startswith("no triton kernel")] for name, r in results.items()
+    }
     assert not {name: lines for name, lines in given_up.items() if ZOO[name][2] and lines}
     (log_softmax,) = given_up["log_softmax"]
     assert "verification refused them as Thunder decomposed them" in log_softmax, log_softmax
-    assert any("runs as its source's torch calls" in line for line in given_up["fp8_quant"]), given_up["fp8_quant"]
+    assert any("runs as its source's torch calls" in line for line in given_up["fp8_quant"]), given_up[
+        "fp8_quant"
+    ]

@@ -22,7 +22,9 @@ from thunder_aot.verify.judge import check_outputs
 pytest.importorskip("transformers")
 
 
-@pytest.mark.parametrize("source,shapes,unfused", HF_SUBMODULES, ids=[m[0].split(":")[1] for m in HF_SUBMODULES])
+@pytest.mark.parametrize(
+    "source,shapes,unfused", HF_SUBMODULES, ids=[m[0].split(":")[1] for m in HF_SUBMODULES]
+)
 def test_export_matches_eager_and_fuses_all_but_matmuls_and_views(source, shapes, unfused):
     """transformers' norms, MLP, rotary and decoder layers: the torch backend's module verifies (no
     false refusal under any of 20 seeds: tests.test_sound_export, one export for both), and with
@@ -35,7 +37,9 @@ def test_export_matches_eager_and_fuses_all_but_matmuls_and_views(source, shapes
     assert not [m for m in messages if "verification refused" in m], messages  # Thunder's prims as they are
     refused = refusals(text, source, shapes)
     assert not refused, refused[:3]
-    program, _, _ = build_program(ExportRequest(source, (shapes,), backend="nvfuser"), progress=lambda m: None)
+    program, _, _ = build_program(
+        ExportRequest(source, (shapes,), backend="nvfuser"), progress=lambda m: None
+    )
     for bucket in program.programs:
         calls = {s.target for s in bucket.steps if isinstance(s, TorchCall)}
         assert calls <= unfused, calls - unfused
@@ -57,13 +61,35 @@ def test_gpt_oss_layer_with_triton_kernels_verifies_under_the_interpreter(tmp_pa
     from tests.helpers import ROOT
 
     pytest.importorskip("triton")
-    source, shapes = "thunder_aot.examples.hf:gpt_oss_small_decoder_layer", "1x[S=1..32]x256:bf16, 1x[S]x32:bf16, 1x[S]x32:bf16"
+    source, shapes = (
+        "thunder_aot.examples.hf:gpt_oss_small_decoder_layer",
+        "1x[S=1..32]x256:bf16, 1x[S]x32:bf16, 1x[S]x32:bf16",
+    )
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
     out = tmp_path / "layer.py"
-    done = subprocess.run([sys.executable, "-m", "thunder_aot", "export", source, "--shapes", shapes, "--backend", "triton",
-                           "--out", str(out)], cwd=ROOT, env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "thunder_aot",
+            "export",
+            source,
+            "--shapes",
+            shapes,
+            "--backend",
+            "triton",
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "no triton kernel" not in done.stderr and "(against float64; seed" in done.stderr, done.stderr[-3000:]
+    assert "no triton kernel" not in done.stderr and "(against float64; seed" in done.stderr, done.stderr[
+        -3000:
+    ]
     # the routing's gathers load inside their readers' kernels (exporter.gather), the regions
     # Thunder left apart around them are joined (exporter.join), and the sort, histc, cumsum and
     # inverse permutation are one program (exporter.routing); the attention output's transposed
@@ -79,9 +105,18 @@ def test_gpt_oss_layer_with_triton_kernels_verifies_under_the_interpreter(tmp_pa
 MOE_BLOCKS = ["qwen3_moe_block", "mixtral_moe_block", "qwen2_moe_block", "olmoe_block"]
 #: the torch calls a layer may keep with the Triton backend (issue 17): matmuls and views
 MATMULS_AND_VIEWS = {
-    "torch.nn.functional.linear", "torch.matmul", "torch._grouped_mm", "torch.nn.functional.scaled_dot_product_attention",
-    "torch.nn.functional.embedding", "torch.reshape", "torch.Tensor.view", "torch.Tensor.reshape", "torch.transpose",
-    "torch.permute", "torch.Tensor.transpose", "torch.Tensor.permute",
+    "torch.nn.functional.linear",
+    "torch.matmul",
+    "torch._grouped_mm",
+    "torch.nn.functional.scaled_dot_product_attention",
+    "torch.nn.functional.embedding",
+    "torch.reshape",
+    "torch.Tensor.view",
+    "torch.Tensor.reshape",
+    "torch.transpose",
+    "torch.permute",
+    "torch.Tensor.transpose",
+    "torch.Tensor.permute",
 }
 
 
@@ -105,11 +140,29 @@ def test_moe_blocks_route_in_one_program_and_verify_under_the_interpreter(factor
     pytest.importorskip("triton")
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
     out = tmp_path / "block.py"
-    done = subprocess.run([sys.executable, "-m", "thunder_aot", "export", f"thunder_aot.examples.hf:{factory}",
-                           "--shapes", "1x[S=1..24]x256:bf16", "--backend", "triton", "--out", str(out)],
-                          cwd=ROOT, env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "thunder_aot",
+            "export",
+            f"thunder_aot.examples.hf:{factory}",
+            "--shapes",
+            "1x[S=1..24]x256:bf16",
+            "--backend",
+            "triton",
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "no triton kernel" not in done.stderr and "(against float64; seed" in done.stderr, done.stderr[-3000:]
+    assert "no triton kernel" not in done.stderr and "(against float64; seed" in done.stderr, done.stderr[
+        -3000:
+    ]
     (unfused,) = [line for line in done.stderr.splitlines() if "not fused" in line]
     assert _unfused_calls(unfused) <= MATMULS_AND_VIEWS, unfused  # the router's top-k too (exporter.topk)
     assert "_routing.launch(" in out.read_text() and "_topk.launch(" in out.read_text()
@@ -120,7 +173,9 @@ def test_replace_in_a_transformers_model_keeps_its_outputs():
 
     from thunder_aot.examples.hf import tiny_llama
 
-    text = export(ExportRequest("thunder_aot.examples.hf:llama_rmsnorm", ("1x[1..64]x256:fp32",), backend="torch"))
+    text = export(
+        ExportRequest("thunder_aot.examples.hf:llama_rmsnorm", ("1x[1..64]x256:fp32",), backend="torch")
+    )
     gen = load_module_from_text(text, "gen_llama_rmsnorm")
     model = tiny_llama()
     original = copy.deepcopy(model)
@@ -133,7 +188,9 @@ def test_replace_in_a_transformers_model_keeps_its_outputs():
         "model.norm",
     ]
     assert not any(isinstance(m, LlamaRMSNorm) for m in model.modules())
-    assert model.model.norm.weight is original.model.norm.weight or torch.equal(model.model.norm.weight, original.model.norm.weight)
+    assert model.model.norm.weight is original.model.norm.weight or torch.equal(
+        model.model.norm.weight, original.model.norm.weight
+    )
     ids = torch.randint(0, 512, (1, 37), generator=torch.Generator().manual_seed(torch.seed() >> 1))
     with torch.no_grad():
         check_outputs(Logits(original), [ids], Logits(model)(ids), "tiny llama logits after replace")
@@ -143,7 +200,10 @@ def test_replace_in_a_transformers_model_keeps_its_outputs():
 def test_replace_refuses_a_submodule_with_other_settings():
     from transformers.models.llama.modeling_llama import LlamaRMSNorm
 
-    text = export(ExportRequest("thunder_aot.examples.hf:llama_rmsnorm", ("1x[1..8]x256:fp32",), backend="torch"), verify=False)
+    text = export(
+        ExportRequest("thunder_aot.examples.hf:llama_rmsnorm", ("1x[1..8]x256:fp32",), backend="torch"),
+        verify=False,
+    )
     gen = load_module_from_text(text, "gen_llama_rmsnorm_eps")
     model = torch.nn.Sequential(LlamaRMSNorm(256, eps=1e-5))
     with pytest.raises(ValueError, match="exported for variance_epsilon=1e-06; the source has 1e-05"):
@@ -158,7 +218,10 @@ def test_replaced_model_under_torch_compile():
 
     from thunder_aot.examples.hf import tiny_llama
 
-    text = export(ExportRequest("thunder_aot.examples.hf:llama_rmsnorm", ("1x[1..64]x256:fp32",), backend="torch"), verify=False)
+    text = export(
+        ExportRequest("thunder_aot.examples.hf:llama_rmsnorm", ("1x[1..64]x256:fp32",), backend="torch"),
+        verify=False,
+    )
     gen = load_module_from_text(text, "gen_llama_rmsnorm_compile")
     model = tiny_llama()
     original = copy.deepcopy(model)
@@ -169,12 +232,13 @@ def test_replaced_model_under_torch_compile():
         check_outputs(Logits(original), [ids], Logits(compiled)(ids), "compiled tiny llama after replace")
 
 
-
 def test_kernel_regions_get_contiguous_inputs_from_torch_calls():
     """In a decoder layer, q and k reach the rotary region as transposed views made by torch calls;
     nvFuser reads a region's inputs as contiguous (it refused the strides on the GPU), so each
     input that a torch call made is made contiguous first. (The GPU test verifies the numbers.)"""
-    request = ExportRequest("thunder_aot.examples.hf:llama_decoder_layer", ("1x[S=1..64]x256, 1x[S]x64, 1x[S]x64",))
+    request = ExportRequest(
+        "thunder_aot.examples.hf:llama_decoder_layer", ("1x[S=1..64]x256, 1x[S]x64, 1x[S]x64",)
+    )
     text = export(request, verify=False)
     program, _, _ = build_program(request, progress=lambda m: None)
     needed: set[str] = set()
@@ -190,8 +254,11 @@ def test_kernel_regions_get_contiguous_inputs_from_torch_calls():
         assert f"{name} = {name}.contiguous()" in text, name
 
 
-@pytest.mark.parametrize("source,shapes,unfused", HF_SUBMODULES + TRITON_ONLY_SUBMODULES,
-                         ids=[m[0].split(":")[1] for m in HF_SUBMODULES + TRITON_ONLY_SUBMODULES])
+@pytest.mark.parametrize(
+    "source,shapes,unfused",
+    HF_SUBMODULES + TRITON_ONLY_SUBMODULES,
+    ids=[m[0].split(":")[1] for m in HF_SUBMODULES + TRITON_ONLY_SUBMODULES],
+)
 def test_every_region_of_transformers_submodules_is_a_triton_kernel(source, shapes, unfused):
     """The Triton backend takes every region Thunder forms in transformers' norms, MLP, rotary and
     decoder layers (Llama's, Qwen3's with its per-head norms): export reports none without a kernel,
@@ -215,8 +282,14 @@ def test_whole_decoder_layers_replaced_in_a_transformers_model():
     from thunder_aot.examples.hf import tiny_llama
     from thunder_aot.layers import LayerAdapter
 
-    text = export(ExportRequest("thunder_aot.examples.hf:llama_decoder_layer", ("1x[S=1..64]x256, 1x[S]x64, 1x[S]x64",),
-                                backend="torch"), verify=False)
+    text = export(
+        ExportRequest(
+            "thunder_aot.examples.hf:llama_decoder_layer",
+            ("1x[S=1..64]x256, 1x[S]x64, 1x[S]x64",),
+            backend="torch",
+        ),
+        verify=False,
+    )
     gen = load_module_from_text(text, "gen_llama_decoder_layer_swap")
     model = tiny_llama()
     original = copy.deepcopy(model)
@@ -229,12 +302,20 @@ def test_whole_decoder_layers_replaced_in_a_transformers_model():
     # no weight held twice: the layers' merged projections are the model's own q/k/v weights
     for i, adapter in enumerate(adapters):
         merged = adapter.generated.get_buffer("layer.self_attn.merged_q_proj_k_proj_v_proj_weight")
-        assert model.get_parameter(f"model.layers.{i}.self_attn.k_proj.weight").untyped_storage().data_ptr() == merged.data_ptr()
+        assert (
+            model.get_parameter(f"model.layers.{i}.self_attn.k_proj.weight").untyped_storage().data_ptr()
+            == merged.data_ptr()
+        )
     generator = torch.Generator().manual_seed(torch.seed() >> 1)
     with torch.no_grad():
         for tokens in (1, 9, 64, 65):
             ids = torch.randint(0, 512, (1, tokens), generator=generator)
-            check_outputs(Logits(original), [ids], Logits(model)(ids), f"tiny llama logits at {tokens} tokens, layers replaced")
+            check_outputs(
+                Logits(original),
+                [ids],
+                Logits(model)(ids),
+                f"tiny llama logits at {tokens} tokens, layers replaced",
+            )
     assert [a.calls["generated"] for a in adapters] == [3, 3]
     assert [a.calls["outside every bucket"] for a in adapters] == [1, 1]
     prompt = torch.randint(0, 512, (1, 12), generator=generator)
@@ -249,12 +330,19 @@ def _cache_layers_model(backend: str):
     from tests.examples import LLAMA_CACHE_SHAPES
     from thunder_aot.examples.hf import tiny_llama
 
-    text = export(ExportRequest("thunder_aot.examples.hf:llama_decoder_layer_cache", (LLAMA_CACHE_SHAPES,),
-                                backend=backend), verify=False)
+    text = export(
+        ExportRequest(
+            "thunder_aot.examples.hf:llama_decoder_layer_cache", (LLAMA_CACHE_SHAPES,), backend=backend
+        ),
+        verify=False,
+    )
     gen = load_module_from_text(text, f"gen_llama_decoder_layer_cache_{backend}")
     model = tiny_llama()
     original = copy.deepcopy(model)
-    assert replace(model, LlamaDecoderLayer, gen.DecoderLayerCacheCall) == ["model.layers.0", "model.layers.1"]
+    assert replace(model, LlamaDecoderLayer, gen.DecoderLayerCacheCall) == [
+        "model.layers.0",
+        "model.layers.1",
+    ]
     return original, model
 
 
@@ -263,7 +351,6 @@ def test_kv_cache_layers_generate_transformers_tokens(backend, new_tokens):
     """Issue 19: decoder layers exported with their KV cache as tensors (a prefill bucket and a
     decode-step bucket) serve every forward of transformers' greedy ``generate`` (fp32, its default
     DynamicCache): the same tokens as the untouched model, and the same cache contents."""
-    from transformers import DynamicCache
 
     if backend == "triton":
         pytest.importorskip("triton")
@@ -276,11 +363,23 @@ def test_kv_cache_layers_generate_transformers_tokens(backend, new_tokens):
 
             env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
             done = subprocess.run(
-                [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                 f"{__file__}::test_kv_cache_layers_generate_transformers_tokens[triton-{new_tokens}]"],
-                cwd=ROOT, env=env, capture_output=True, text=True,
+                [
+                    sys.executable,
+                    "-m",
+                    "pytest",
+                    "-q",
+                    "-p",
+                    "no:cacheprovider",
+                    f"{__file__}::test_kv_cache_layers_generate_transformers_tokens[triton-{new_tokens}]",
+                ],
+                cwd=ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
             )
-            assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout[-3000:] + done.stderr[-2000:]
+            assert done.returncode == 0 and "1 passed" in done.stdout, (
+                done.stdout[-3000:] + done.stderr[-2000:]
+            )
             return
     original, model = _cache_layers_model(backend)
     prompt = torch.randint(0, 512, (1, 12), generator=torch.Generator().manual_seed(torch.seed() >> 1))
@@ -317,10 +416,14 @@ def test_kv_cache_layers_run_the_original_layer_for_other_caches():
     original, model = _cache_layers_model("torch")
     ids = torch.randint(0, 512, (1, 9), generator=torch.Generator().manual_seed(torch.seed() >> 1))
     with torch.no_grad():
-        check_outputs(Logits(original), [ids], Logits(model)(ids), "tiny llama logits, cache layers, no cache")
+        check_outputs(
+            Logits(original), [ids], Logits(model)(ids), "tiny llama logits, cache layers, no cache"
+        )
         cache = StaticCache(config=model.config, max_cache_len=32)
         got = model(ids, past_key_values=cache, use_cache=True).logits
-        want = original(ids, past_key_values=StaticCache(config=original.config, max_cache_len=32), use_cache=True).logits
+        want = original(
+            ids, past_key_values=StaticCache(config=original.config, max_cache_len=32), use_cache=True
+        ).logits
     torch.testing.assert_close(got, want)
     calls = [dict(a.calls) for a in model.model.layers]
     assert calls == [{"generated": 1, "a StaticCache": 1}] * 2, calls
@@ -333,9 +436,14 @@ def test_mask_layers_serve_padded_batches_and_calls_without_a_mask():
 
     from thunder_aot.examples.hf import tiny_llama
 
-    text = export(ExportRequest("thunder_aot.examples.hf:llama_decoder_layer_mask",
-                                ("[B=1..2]x[S=1..64]x256, 1x[S]x64, 1x[S]x64, [B]x1x[S]x[S]:bool",), backend="torch"),
-                  verify=False)
+    text = export(
+        ExportRequest(
+            "thunder_aot.examples.hf:llama_decoder_layer_mask",
+            ("[B=1..2]x[S=1..64]x256, 1x[S]x64, 1x[S]x64, [B]x1x[S]x[S]:bool",),
+            backend="torch",
+        ),
+        verify=False,
+    )
     gen = load_module_from_text(text, "gen_llama_decoder_layer_mask")
     model = tiny_llama()
     original = copy.deepcopy(model)
@@ -370,8 +478,10 @@ def test_whole_decoder_stack_serves_a_causal_lms_last_token_forward():
     from thunder_aot.examples.hf import tiny_llama
     from thunder_aot.layers import StackAdapter
 
-    text = export(ExportRequest("thunder_aot.examples.hf:tiny_llama_stack", ("1x[S=1..64]x256",), backend="torch"),
-                  verify=False)
+    text = export(
+        ExportRequest("thunder_aot.examples.hf:tiny_llama_stack", ("1x[S=1..64]x256",), backend="torch"),
+        verify=False,
+    )
     gen = load_module_from_text(text, "gen_tiny_llama_stack")
     model = tiny_llama()
     generator = torch.Generator().manual_seed(torch.seed() >> 1)
@@ -416,12 +526,20 @@ def test_a_stack_of_generated_layers_serves_a_causal_lms_last_token_forward():
     from thunder_aot.examples.hf import tiny_llama
     from thunder_aot.layers import LayerStack, StackAdapter
 
-    text = export(ExportRequest("thunder_aot.examples.hf:llama_decoder_layer", ("1x[S=1..64]x256, 1x[S]x64, 1x[S]x64",),
-                                backend="torch"), verify=False)
+    text = export(
+        ExportRequest(
+            "thunder_aot.examples.hf:llama_decoder_layer",
+            ("1x[S=1..64]x256, 1x[S]x64, 1x[S]x64",),
+            backend="torch",
+        ),
+        verify=False,
+    )
     gen = load_module_from_text(text, "gen_llama_layer_for_stack")
     model = tiny_llama()
     generator = torch.Generator().manual_seed(torch.seed() >> 1)
-    adapter = StackAdapter(model, gen.DecoderLayerCall, check_ids=torch.randint(0, 512, (1, 64), generator=generator))
+    adapter = StackAdapter(
+        model, gen.DecoderLayerCall, check_ids=torch.randint(0, 512, (1, 64), generator=generator)
+    )
     assert list(adapter.state_dict()) == list(model.state_dict())
     with torch.no_grad():
         for tokens in (1, 2, 37, 64):
@@ -448,30 +566,46 @@ def test_gpt_oss_mask_layers_serve_its_sliding_and_full_layers():
     forward (replace: the model builds the masks) and in a LayerStack (the stack builds them, per
     layer kind); both match the model (float64 judgement) at lengths inside and past the window,
     and a stack that gave the sliding layers full causal masks would not (by a tenth of the logits'
-    range: MoE routing that flips between bf16 and float64 can widen the judgement's tolerance). DecoderLayerCall layers
-    and a whole-stack export, which pass no mask (eager attention would see every key), are refused."""
+    range: MoE routing that flips between bf16 and float64 can widen the judgement's tolerance).
+    DecoderLayerCall layers and a whole-stack export, which pass no mask (eager attention would see
+    every key), are refused."""
     from transformers.models.gpt_oss.modeling_gpt_oss import GptOssDecoderLayer
 
     from thunder_aot.examples.hf import gpt_oss_small_causal_lm
     from thunder_aot.layers import DecoderStackCall, LayerStack, StackAdapter
 
     messages = []
-    text = export(ExportRequest("thunder_aot.examples.hf:gpt_oss_small_decoder_layer_mask", (GPT_OSS_MASK_SHAPES,),
-                                backend="torch"), verify=False, progress=messages.append)
+    text = export(
+        ExportRequest(
+            "thunder_aot.examples.hf:gpt_oss_small_decoder_layer_mask",
+            (GPT_OSS_MASK_SHAPES,),
+            backend="torch",
+        ),
+        verify=False,
+        progress=messages.append,
+    )
     assert any("sliding_window" in m or "more do not change the trace" in m for m in messages), messages
     gen = load_module_from_text(text, "gen_gpt_oss_mask_layer")
     model = gpt_oss_small_causal_lm()
     assert model.config.layer_types[:2] == ["sliding_attention", "full_attention"]
     generator = torch.Generator().manual_seed(torch.seed() >> 1)
-    adapter = StackAdapter(model, gen.DecoderLayerMaskCall, check_ids=torch.randint(0, 512, (1, 32), generator=generator))
+    adapter = StackAdapter(
+        model, gen.DecoderLayerMaskCall, check_ids=torch.randint(0, 512, (1, 32), generator=generator)
+    )
     swapped = copy.deepcopy(model)
     replace(swapped, GptOssDecoderLayer, gen.DecoderLayerMaskCall)
     with torch.no_grad():
         for tokens in (1, 8, 9, 23):
             ids = torch.randint(0, 512, (1, tokens), generator=generator)
-            check_outputs(_LastLogitsOf(model), [ids], adapter(ids, use_cache=False, logits_to_keep=1).logits,
-                          f"GPT-OSS layer stack at {tokens} tokens")
-            check_outputs(Logits(model), [ids], Logits(swapped)(ids), f"GPT-OSS with mask layers at {tokens} tokens")
+            check_outputs(
+                _LastLogitsOf(model),
+                [ids],
+                adapter(ids, use_cache=False, logits_to_keep=1).logits,
+                f"GPT-OSS layer stack at {tokens} tokens",
+            )
+            check_outputs(
+                Logits(model), [ids], Logits(swapped)(ids), f"GPT-OSS with mask layers at {tokens} tokens"
+            )
         # without its mask an eager layer sees every key: the adapter gives the generated module that
         layer, hidden = model.model.layers[1], torch.randn(1, 12, 256, generator=generator).to(torch.bfloat16)
         rotary = model.model.rotary_emb(hidden, torch.arange(12).unsqueeze(0))
@@ -485,8 +619,12 @@ def test_gpt_oss_mask_layers_serve_its_sliding_and_full_layers():
         want = model(ids, use_cache=False, logits_to_keep=1).logits.float()
         assert (got - want).abs().max() > 0.1 * want.abs().max()  # not a rounding difference
     assert dict(adapter.calls) == {"generated": 6}
-    assert [dict(a.calls) for a in swapped.model.layers] == [{"generated": 4}, {"generated": 5}, {"generated": 4},
-                                                               {"generated": 4}]
+    assert [dict(a.calls) for a in swapped.model.layers] == [
+        {"generated": 4},
+        {"generated": 5},
+        {"generated": 4},
+        {"generated": 4},
+    ]
     with pytest.raises(TypeError, match="need their attention mask.*DecoderLayerMaskCall"):
         LayerStack(model, type("DecoderLayerCall", (), {}))
     with pytest.raises(TypeError, match="need their attention mask"):
@@ -508,17 +646,29 @@ def test_sdpa_layers_with_sliding_windows_get_bool_masks_in_the_stack():
     from thunder_aot.examples.hf import mistral_small_causal_lm
     from thunder_aot.layers import StackAdapter
 
-    text = export(ExportRequest("thunder_aot.examples.hf:mistral_small_decoder_layer_mask",
-                                ("1x[S=1..32]x256, 1x[S]x64, 1x[S]x64, 1x1x[S]x[S]:bool",), backend="torch"), verify=False)
+    text = export(
+        ExportRequest(
+            "thunder_aot.examples.hf:mistral_small_decoder_layer_mask",
+            ("1x[S=1..32]x256, 1x[S]x64, 1x[S]x64, 1x1x[S]x[S]:bool",),
+            backend="torch",
+        ),
+        verify=False,
+    )
     gen = load_module_from_text(text, "gen_mistral_mask_layer")
     model = mistral_small_causal_lm()
     generator = torch.Generator().manual_seed(torch.seed() >> 1)
-    adapter = StackAdapter(model, gen.DecoderLayerMaskCall, check_ids=torch.randint(0, 512, (1, 32), generator=generator))
+    adapter = StackAdapter(
+        model, gen.DecoderLayerMaskCall, check_ids=torch.randint(0, 512, (1, 32), generator=generator)
+    )
     stack = adapter.__dict__["generated"]
     assert stack.windows == [8, 8] and stack.mask_dtype == torch.bool
     with torch.no_grad():
         for tokens in (1, 8, 9, 29):
             ids = torch.randint(0, 512, (1, tokens), generator=generator)
-            check_outputs(_LastLogitsOf(model), [ids], adapter(ids, use_cache=False, logits_to_keep=1).logits,
-                          f"Mistral layer stack at {tokens} tokens")
+            check_outputs(
+                _LastLogitsOf(model),
+                [ids],
+                adapter(ids, use_cache=False, logits_to_keep=1).logits,
+                f"Mistral layer stack at {tokens} tokens",
+            )
     assert dict(adapter.calls) == {"generated": 5}

@@ -32,11 +32,18 @@ def test_a_module_written_for_a_newer_runtime_is_refused():
 
 
 def test_errors_are_one_line_and_name_what_was_expected():
-    error = rt.no_bucket("Norm", ("x", "w"), (torch.zeros(2, 3, dtype=torch.bfloat16), 7), ("[1..4]x3:bfloat16",))
+    error = rt.no_bucket(
+        "Norm", ("x", "w"), (torch.zeros(2, 3, dtype=torch.bfloat16), 7), ("[1..4]x3:bfloat16",)
+    )
     assert isinstance(error, rt.NoBucketError) and isinstance(error, ValueError)
-    assert str(error) == "Norm (thunder-aot): no bucket for x 2x3:bfloat16, w int; expected one of: [1..4]x3:bfloat16"
+    assert (
+        str(error)
+        == "Norm (thunder-aot): no bucket for x 2x3:bfloat16, w int; expected one of: [1..4]x3:bfloat16"
+    )
     assert "\n" not in str(rt.bad_input("Norm", "x", [1], "a contiguous CUDA tensor"))
-    assert "x must be a contiguous CUDA tensor; got a list" in str(rt.bad_input("Norm", "x", [1], "a contiguous CUDA tensor"))
+    assert "x must be a contiguous CUDA tensor; got a list" in str(
+        rt.bad_input("Norm", "x", [1], "a contiguous CUDA tensor")
+    )
 
 
 def test_the_guard_table_records_what_passed_and_is_bounded(monkeypatch):
@@ -63,7 +70,9 @@ def test_the_guard_table_tries_the_entry_that_passed_last(monkeypatch):
     table.record(y.shape, 0, (4,), (y, w.requires_grad_()))
     assert table.last is table[y.shape] and table.last[2] is False  # a tensor requires grad
     assert table.find(torch.randn(2, 3), torch.randn(3)) is entry and table.last is entry
-    assert table.find(torch.randn(2, 3).double(), torch.randn(3)) is None and table.last is entry  # the guard fails
+    assert (
+        table.find(torch.randn(2, 3).double(), torch.randn(3)) is None and table.last is entry
+    )  # the guard fails
     assert table.find([1, 2], w) is None and table.find(None, w) is None  # not tensors
     assert table.find(torch.randn(7, 3), w) is None  # no entry for the shape
     monkeypatch.setattr(rt, "GUARD_LIMIT", 2)
@@ -74,7 +83,10 @@ def test_the_guard_table_tries_the_entry_that_passed_last(monkeypatch):
 
 
 class _Norm(rt.GeneratedModule):
-    STATE = (("inner.weight", "parameter", (3,), torch.float32, True), ("scale", "buffer", (), torch.float32, False))
+    STATE = (
+        ("inner.weight", "parameter", (3,), torch.float32, True),
+        ("scale", "buffer", (), torch.float32, False),
+    )
     EXPORTED_SETTINGS = {"inner.eps": 1e-6}
     WARMUP = (({"s0": (1, 4)}, lambda s0: [((s0, 3), torch.float32)]),)
     FALLBACK = True
@@ -104,7 +116,9 @@ def test_generated_module_base_shares_tensors_checks_settings_and_falls_back():
     assert m.inner.weight is src.inner.weight and m.scale is src.scale
     assert list(m.state_dict()) == ["inner.weight"]  # the non-persistent buffer and the source stay out
     assert _Norm().inner.weight.shape == (3,)
-    assert torch.equal(m(torch.ones(6, 3)), torch.ones(6, 3) + 100)  # outside every bucket: the source's forward
+    assert torch.equal(
+        m(torch.ones(6, 3)), torch.ones(6, 3) + 100
+    )  # outside every bucket: the source's forward
     assert m.warmup() == 2 and m.warmup(s0=[2, 9]) == 1
     src.inner.eps = 1e-5
     with pytest.raises(ValueError, match=r"exported for inner.eps=1e-06; the source has 1e-05"):
@@ -129,11 +143,16 @@ def test_without_the_exporters_dependencies_the_cli_says_which_extra_to_install(
 def test_from_module_refuses_a_tensor_of_another_shape_or_dtype():
     src = _source()
     src.inner.weight = torch.nn.Parameter(torch.randn(4))
-    with pytest.raises(ValueError, match=r"exported for inner.weight of shape 3 and dtype float32; the source has 4:float32"):
+    with pytest.raises(
+        ValueError, match=r"exported for inner.weight of shape 3 and dtype float32; the source has 4:float32"
+    ):
         _Norm.from_module(src)
     src = _source()
     src.scale = src.scale.half()
-    with pytest.raises(ValueError, match=r"exported for scale of shape scalar and dtype float32; the source has scalar:float16"):
+    with pytest.raises(
+        ValueError,
+        match=r"exported for scale of shape scalar and dtype float32; the source has scalar:float16",
+    ):
         _Norm.from_module(src)
 
 
@@ -152,7 +171,9 @@ def test_an_nvfuser_module_without_nvfuser_names_what_to_install():
     with pytest.raises(ImportError) as info:
         load_module_from_text((ROOT / "generated" / "rmsnorm_nvfuser.py").read_text(), "gen_without_nvfuser")
     message = str(info.value)
-    assert "\n" not in message and message.startswith("this thunder-aot module runs on nvFuser (nvfuser_direct)")
+    assert "\n" not in message and message.startswith(
+        "this thunder-aot module runs on nvFuser (nvfuser_direct)"
+    )
     assert "docs/nvfuser.md" in message and "--backend triton" in message
 
 

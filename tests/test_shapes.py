@@ -52,7 +52,10 @@ def test_several_buckets_and_repeated_flags_dispatch_most_specific_first():
         ("1x[1..1000000000000]", "size 1000000000000 is too large"),
         ("[1..100000]x100000", "up to 10000000000 elements at the bucket's largest sizes; expected at most"),
         ("1x[1..8]:i64[9..2]", r"empty value range \[9..2\]"),
-        ("1x[1..8]:bf16[0..3]", "a value range .* is for integer inputs; expected an integer dtype, not bfloat16"),
+        (
+            "1x[1..8]:bf16[0..3]",
+            "a value range .* is for integer inputs; expected an integer dtype, not bfloat16",
+        ),
         ("1x[1..8]:bool[0..1]", "expected an integer dtype, not bool"),
         ("1x[1..8]:i8[0..300]", r"value range \[0..300\] exceeds int8 \(-128..127\)"),
         ("1x[1..8]:i64[0..x]", "unknown dtype"),
@@ -71,15 +74,25 @@ def test_tied_dims_are_not_contained_in_untied_ones_the_other_way():
 
 dims = st.one_of(
     st.integers(1, 4096).map(str),
-    st.tuples(st.integers(1, 100), st.integers(1, 100)).filter(lambda t: t[0] < t[1]).map(lambda t: f"[{t[0]}..{t[1]}]"),
+    st.tuples(st.integers(1, 100), st.integers(1, 100))
+    .filter(lambda t: t[0] < t[1])
+    .map(lambda t: f"[{t[0]}..{t[1]}]"),
 )
+
+
 def _largest(dim: str) -> int:
     return int(dim.strip("]").split("..")[-1])
 
 
 # within the grammar's bounds (test_bad_specs_name_what_was_expected covers past them)
-specs = st.lists(dims, min_size=1, max_size=4).filter(lambda ds: math.prod(map(_largest, ds)) <= MAX_ELEMENTS).map("x".join)
-dtypes = st.sampled_from(["bf16", "fp16", "fp32", "int64", "bool", "i32[0..511]", "int64[-3..-1]", "u8[7..7]"])
+specs = (
+    st.lists(dims, min_size=1, max_size=4)
+    .filter(lambda ds: math.prod(map(_largest, ds)) <= MAX_ELEMENTS)
+    .map("x".join)
+)
+dtypes = st.sampled_from(
+    ["bf16", "fp16", "fp32", "int64", "bool", "i32[0..511]", "int64[-3..-1]", "u8[7..7]"]
+)
 
 
 @settings(max_examples=200, deadline=None)
@@ -114,7 +127,7 @@ def test_an_integer_inputs_values_are_sampled_from_its_range_and_kept_by_bucket_
     assert format_bucket(bucket) == "1x[S=1..64]:int64[5..9], 1x[S]x8:float32, 64:int32"
     generator = torch.Generator().manual_seed(0)
     for part in (bucket, _sub_bucket(bucket, "S", 1, 1), _sub_bucket(bucket, "S", 2, 64)):
-        for _, (ids, x, other) in bucket_inputs(part, "cpu", generator):
+        for _, (ids, _x, other) in bucket_inputs(part, "cpu", generator):
             assert ids.dtype == torch.int64 and 5 <= ids.min() and ids.max() <= 9
             assert set(ids.unique().tolist()) == set(range(5, 10)) or ids.numel() < 20
             assert other.min() < 0  # no range: -100..99

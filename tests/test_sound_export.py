@@ -39,6 +39,7 @@ calls = [verify(text, module, parse_shapes(shapes), type(module).__name__, seed=
 print("verified", len(calls), "seeds", min(calls), "calls each")
 """
 
+
 @pytest.mark.parametrize("backend", ["torch", "triton"])
 @pytest.mark.parametrize("source,shapes", CORRECT, ids=[c[0].split(":")[1] for c in CORRECT])
 def test_correct_modules_export_under_20_of_20_seeds(source, shapes, backend):
@@ -48,10 +49,16 @@ def test_correct_modules_export_under_20_of_20_seeds(source, shapes, backend):
     LayerNorm (eager's overflow made NaN where float64 and the kernel have inf). Triton through its
     interpreter."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TRITON_INTERPRET": "1" if backend == "triton" else "0"}
-    result = subprocess.run([sys.executable, "-c", SEEDED_VERIFY, source, shapes, backend], cwd=ROOT, env=env,
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-c", SEEDED_VERIFY, source, shapes, backend],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.startswith("verified 20 seeds")
+
 
 def refusals(text: str, source: str, shapes: str) -> list[str]:
     """Verification's refusals of the generated module ``text`` under each of SEEDS."""
@@ -72,6 +79,7 @@ def test_the_stored_examples_verify_under_20_seeds(stem, source, shapes):
     refused = refusals((ROOT / "generated" / f"{stem}_torch.py").read_text(), source, shapes)
     assert not refused, refused[:3]
 
+
 def test_a_refusal_names_the_seed_that_repeats_it(tmp_path):
     """A module whose generated code is wrong (edited by hand here) is refused with its seed, and the
     same seed gives the same verdict."""
@@ -85,11 +93,22 @@ def test_a_refusal_names_the_seed_that_repeats_it(tmp_path):
         with pytest.raises(ExportError) as info:
             verify(broken, module, parse_shapes(shapes), "GptOssRMSNorm", seed=7)
         messages.append(str(info.value))
-    assert messages[0] == messages[1] and messages[0].endswith("(verification seed 7: --verify-seed 7 repeats these inputs)")
+    assert messages[0] == messages[1] and messages[0].endswith(
+        "(verification seed 7: --verify-seed 7 repeats these inputs)"
+    )
+
 
 def test_export_prints_its_verification_seed_and_takes_one():
-    result = run_cli("export", "thunder_aot.examples.gpt_oss:rmsnorm", "--shapes", "1x[1..8]x2880:bf16",
-                     "--backend", "torch", "--verify-seed", "11")
+    result = run_cli(
+        "export",
+        "thunder_aot.examples.gpt_oss:rmsnorm",
+        "--shapes",
+        "1x[1..8]x2880:bf16",
+        "--backend",
+        "torch",
+        "--verify-seed",
+        "11",
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "against float64; seed 11)" in result.stderr
     assert "--verify-seed" not in result.stdout  # the header's regenerate command does not depend on it
@@ -103,13 +122,19 @@ def test_settings_read_at_any_depth_are_recorded_and_checked(tmp_path):
 
     text = export(ExportRequest("tests.sound_modules:configured_scale", ("[1..8]x16",), backend="torch"))
     gen = load_module_from_text(text, "gen_configured")
-    assert gen.ConfiguredScale.EXPORTED_SETTINGS == {"config.shift": 0.5, "config.rope['theta']": 10000.0, "opts['bias']": 1.5}
+    assert gen.ConfiguredScale.EXPORTED_SETTINGS == {
+        "config.shift": 0.5,
+        "config.rope['theta']": 10000.0,
+        "opts['bias']": 1.5,
+    }
     source = resolve_module("tests.sound_modules:configured_scale")
     x = torch.randn(3, 16)
     torch.testing.assert_close(gen.ConfiguredScale.from_module(source)(x), source(x))
-    for change, path in ((lambda s: setattr(s.config, "shift", 0.25), "config.shift=0.5"),
-                         (lambda s: s.config.rope.update(theta=500000.0), "config.rope['theta']=10000.0"),
-                         (lambda s: s.opts.update(bias=2), "opts['bias']=1.5")):
+    for change, path in (
+        (lambda s: setattr(s.config, "shift", 0.25), "config.shift=0.5"),
+        (lambda s: s.config.rope.update(theta=500000.0), "config.rope['theta']=10000.0"),
+        (lambda s: s.opts.update(bias=2), "opts['bias']=1.5"),
+    ):
         other = resolve_module("tests.sound_modules:configured_scale")
         change(other)
         with pytest.raises(ValueError, match=re.escape(f"was exported for {path}; the source has")):
@@ -119,10 +144,18 @@ def test_settings_read_at_any_depth_are_recorded_and_checked(tmp_path):
 @pytest.mark.parametrize(
     "source,spec,sizes,buckets",
     [
-        ("tests.bad_modules:BranchOnSize", "[1..64]x8", range(1, 65),
-         ["7x8:float32 -> 0", "[s0=1..6]x8:float32 -> 1", "[s0=8..64]x8:float32 -> 2"]),
-        ("tests.bad_modules:WindowOnSize", "[1..2048]x8", [1, 99, 100, 350, 600, 601, 2048],
-         ["[s0=1..99]x8:float32 -> 0", "[s0=100..600]x8:float32 -> 1", "[s0=601..2048]x8:float32 -> 2"]),
+        (
+            "tests.bad_modules:BranchOnSize",
+            "[1..64]x8",
+            range(1, 65),
+            ["7x8:float32 -> 0", "[s0=1..6]x8:float32 -> 1", "[s0=8..64]x8:float32 -> 2"],
+        ),
+        (
+            "tests.bad_modules:WindowOnSize",
+            "[1..2048]x8",
+            [1, 99, 100, 350, 600, 601, 2048],
+            ["[s0=1..99]x8:float32 -> 0", "[s0=100..600]x8:float32 -> 1", "[s0=601..2048]x8:float32 -> 2"],
+        ),
     ],
 )
 def test_a_forward_that_tests_a_dynamic_size_is_split_where_the_test_changes(source, spec, sizes, buckets):
@@ -144,7 +177,11 @@ def test_a_forward_that_tests_a_dynamic_size_is_split_where_the_test_changes(sou
 @pytest.mark.parametrize(
     "source,spec,message",
     [
-        ("tests.bad_modules:DerivedSizeTest", "[1..64]x8", "forward tests a value computed from its dynamic sizes (bad_modules.py"),
+        (
+            "tests.bad_modules:DerivedSizeTest",
+            "[1..64]x8",
+            "forward tests a value computed from its dynamic sizes (bad_modules.py",
+        ),
         ("tests.bad_modules:BranchOnSize", "[1..16]x[1..8]", "forward tests s0 == 7 (bad_modules.py"),
     ],
 )
@@ -164,7 +201,9 @@ def test_arithmetic_on_a_dynamic_size_is_no_branch():
     assert size_conditions(module, [torch.randn(10, 8)], ["x"]) == []
     branch = resolve_module("tests.bad_modules:BranchOnSize")
     (test,) = size_conditions(branch, [torch.randn(10, 8)], ["x"])
-    assert (test.input, test.axis, test.op, test.value) == (0, 0, "eq", 7) and test.where.startswith("bad_modules.py:")
+    assert (test.input, test.axis, test.op, test.value) == (0, 0, "eq", 7) and test.where.startswith(
+        "bad_modules.py:"
+    )
 
 
 class IndexedBlock(torch.nn.Module):
@@ -194,13 +233,24 @@ def test_layer_idx_is_a_setting_only_where_it_changes_the_trace():
     from thunder_aot.verify import load_module_from_text
 
     messages: list[str] = []
-    plain = load_module_from_text(export(ExportRequest("tests.test_sound_export:indexed_block_plain", ("[1..8]x16",),
-                                                       backend="torch"), progress=messages.append), "indexed_plain")
+    plain = load_module_from_text(
+        export(
+            ExportRequest("tests.test_sound_export:indexed_block_plain", ("[1..8]x16",), backend="torch"),
+            progress=messages.append,
+        ),
+        "indexed_plain",
+    )
     cls = plain.IndexedBlock
-    assert "layer_idx" not in cls.EXPORTED_SETTINGS and any("layer_idx does not change the trace" in m for m in messages)
+    assert "layer_idx" not in cls.EXPORTED_SETTINGS and any(
+        "layer_idx does not change the trace" in m for m in messages
+    )
     cls.from_module(IndexedBlock(5, scaled=False))  # any layer
-    scaled = load_module_from_text(export(ExportRequest("tests.test_sound_export:indexed_block_scaled", ("[1..8]x16",),
-                                                        backend="torch")), "indexed_scaled")
+    scaled = load_module_from_text(
+        export(
+            ExportRequest("tests.test_sound_export:indexed_block_scaled", ("[1..8]x16",), backend="torch")
+        ),
+        "indexed_scaled",
+    )
     cls = scaled.IndexedBlock
     assert cls.EXPORTED_SETTINGS["layer_idx"] == 0
     with pytest.raises(ValueError, match="exported for layer_idx=0; the source has 5"):
@@ -218,8 +268,13 @@ def test_traces_that_differ_in_value_names_alone_generalize_and_other_structure_
     from thunder_aot.model import Ref
 
     program, _, _ = build_program(
-        ExportRequest("thunder_aot.examples.blocks:residual_rmsnorm", ("1x[S=1..64]x2880:bf16, 1x[S]x2880:bf16",),
-                      backend="torch"), progress=lambda m: None)
+        ExportRequest(
+            "thunder_aot.examples.blocks:residual_rmsnorm",
+            ("1x[S=1..64]x2880:bf16, 1x[S]x2880:bf16",),
+            backend="torch",
+        ),
+        progress=lambda m: None,
+    )
     general = program.programs[0]
     envs = [{"S": 64}, {"S": 7}]
     first, second = (instantiate(general, env) for env in envs)
@@ -233,8 +288,12 @@ def test_traces_that_differ_in_value_names_alone_generalize_and_other_structure_
     k, op = next((k, op) for k, op in enumerate(region.ops) if sum(isinstance(a, Ref) for a in op.args) >= 1)
     other = next(v.name for v in region.inputs if Ref(v.name) not in op.args)
     args = tuple(Ref(other) if isinstance(a, Ref) else a for a in op.args)
-    broken_region = dataclasses.replace(region, ops=region.ops[:k] + (dataclasses.replace(op, args=args),) + region.ops[k + 1:])
-    broken = dataclasses.replace(shifted, steps=tuple(broken_region if s is region else s for s in shifted.steps))
+    broken_region = dataclasses.replace(
+        region, ops=region.ops[:k] + (dataclasses.replace(op, args=args),) + region.ops[k + 1 :]
+    )
+    broken = dataclasses.replace(
+        shifted, steps=tuple(broken_region if s is region else s for s in shifted.steps)
+    )
     with pytest.raises(ExportError, match="one trace cannot serve the bucket"):
         generalize([first, broken], envs)
 
@@ -244,8 +303,12 @@ def test_a_region_verification_refuses_as_decomposed_runs_as_its_source_calls():
     own call for that region, says so with the refusal, and the module is eager's there. (Verification
     seed 0 puts +inf in a row without NaN, as most seeds do; seeds 5 and 6 do not.)"""
     messages: list[str] = []
-    text = export(ExportRequest("tests.sound_modules:log_softmax", ("[1..16]x64:bf16",), backend="torch", verify_seed=0),
-                  progress=messages.append)
+    text = export(
+        ExportRequest(
+            "tests.sound_modules:log_softmax", ("[1..16]x64:bf16",), backend="torch", verify_seed=0
+        ),
+        progress=messages.append,
+    )
     (said,) = [m for m in messages if "run as their source's torch calls instead" in m]
     assert said.startswith("region(s) ") and "non-finite values differ" in said, said
     assert "torch.log_softmax(" in text or "torch.nn.functional.log_softmax(" in text
@@ -264,8 +327,13 @@ def test_demotion_keeps_the_refusal_where_no_region_as_its_source_calls_verifies
     from thunder_aot.exporter.demote import demotable, verified_with_source_calls
 
     program, _, _ = build_program(
-        ExportRequest("thunder_aot.examples.blocks:residual_rmsnorm", ("1x[S=1..8]x2880:bf16, 1x[S]x2880:bf16",),
-                      backend="torch"), progress=lambda m: None)
+        ExportRequest(
+            "thunder_aot.examples.blocks:residual_rmsnorm",
+            ("1x[S=1..8]x2880:bf16, 1x[S]x2880:bf16",),
+            backend="torch",
+        ),
+        progress=lambda m: None,
+    )
     backend = get_backend("torch")
     candidates = demotable(program, backend)
     assert candidates and all(k == 0 for k, _ in candidates)
@@ -282,11 +350,18 @@ def test_demotion_keeps_the_refusal_where_no_region_as_its_source_calls_verifies
     last = candidates[-1][1]
     messages: list[str] = []
     text, result = verified_with_source_calls(
-        program, backend, refusal, repr, lambda t: "ok" if f"Region(name='{last}'" not in t else never(t),
-        messages.append)
+        program,
+        backend,
+        refusal,
+        repr,
+        lambda t: "ok" if f"Region(name='{last}'" not in t else never(t),
+        messages.append,
+    )
     assert result == "ok" and f"Region(name='{last}'" not in text
-    assert messages == [f"region(s) {last}: verification refused them as Thunder decomposed them (refused as decomposed); "
-                        "they run as their source's torch calls instead, and that verified"]
+    assert messages == [
+        f"region(s) {last}: verification refused them as Thunder decomposed them (refused as decomposed); "
+        "they run as their source's torch calls instead, and that verified"
+    ]
 
 
 def test_a_float_constant_that_moves_with_a_dynamic_size_is_that_size_as_a_float():
@@ -310,8 +385,13 @@ def test_a_float_constant_that_moves_with_a_dynamic_size_is_that_size_as_a_float
 def test_a_branch_on_the_input_dtype_takes_the_branch_torch_takes():
     """``x.dtype == torch.float32`` is true while Thunder traces an fp32 input (Thunder's own dtypes
     compare unequal to torch's): each bucket's module computes what the source does."""
-    text = export(ExportRequest("tests.sound_modules:DtypeBranch", ("[1..8]x16:fp32; [1..8]x16:bf16; [1..8]x16:fp16",),
-                                backend="torch"))  # verifies every bucket against the source
+    text = export(
+        ExportRequest(
+            "tests.sound_modules:DtypeBranch",
+            ("[1..8]x16:fp32; [1..8]x16:bf16; [1..8]x16:fp16",),
+            backend="torch",
+        )
+    )  # verifies every bucket against the source
     gen = load_module_from_text(text, "gen_dtype_branch")
     module = resolve_module("tests.sound_modules:DtypeBranch")
     aot = gen.DtypeBranch.from_module(module)
@@ -324,5 +404,8 @@ def test_named_fields_of_tuple_results_trace():
     """``x.max(dim).values``, ``torch.topk(...).indices`` and ``x.sort(dim).values`` export (Thunder's
     symbols return plain tuples) and verify against the source."""
     messages: list[str] = []
-    export(ExportRequest("tests.sound_modules:NamedResults", ("[1..8]x16",), backend="torch"), progress=messages.append)
+    export(
+        ExportRequest("tests.sound_modules:NamedResults", ("[1..8]x16",), backend="torch"),
+        progress=messages.append,
+    )
     assert any(m.startswith("verified:") for m in messages), messages

@@ -70,7 +70,9 @@ class Experts(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         tokens = x.shape[0]
-        counts = torch.full((self.weight.shape[0],), tokens // self.weight.shape[0], dtype=torch.int32, device=x.device)
+        counts = torch.full(
+            (self.weight.shape[0],), tokens // self.weight.shape[0], dtype=torch.int32, device=x.device
+        )
         offs = torch.cumsum(counts, dim=0, dtype=torch.int32)
         return torch.nn.functional.grouped_mm(x, self.weight, offs=offs).float().tanh()
 

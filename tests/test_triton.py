@@ -15,15 +15,22 @@ import pytest
 from tests.examples import EXPORTS
 from tests.helpers import ROOT, interpreted_check, run_cli
 from tests.view_modules import KERNELS as VIEW_KERNELS
-from thunder_aot.verify import load_module_from_text
 from tests.view_modules import SOURCE_CALLS as VIEW_SOURCE_CALLS
+from thunder_aot.verify import load_module_from_text
 
 IDS = [e[0] for e in EXPORTS]
 #: how many Triton kernels each module holds (regions whose kernel another bucket already has share it;
 #: the rest run as torch ops): rmsnorm's four buckets share one
 KERNELS = {
-    "rmsnorm": 1, "gated_mlp": 1, "residual_rmsnorm": 1, "layer_norm": 1, "softmax": 2, "gelu_gate": 1, "rotary": 1,
-    "vocab_softmax": 1, "wide_rmsnorm": 1,
+    "rmsnorm": 1,
+    "gated_mlp": 1,
+    "residual_rmsnorm": 1,
+    "layer_norm": 1,
+    "softmax": 2,
+    "gelu_gate": 1,
+    "rotary": 1,
+    "vocab_softmax": 1,
+    "wide_rmsnorm": 1,
 }
 #: modules whose rows are wider than MAX_BLOCK: their kernels walk the row in chunks
 LOOPED = {"vocab_softmax", "wide_rmsnorm"}
@@ -40,8 +47,13 @@ def test_interpreted_kernels_match_source_and_write_every_element(stem):
 
 def sizes_of(text: str) -> set[str]:
     """Run-time size arguments of the module's kernels (those without ``_ptr``)."""
-    return {a.arg for n in ast.parse(text).body if isinstance(n, ast.FunctionDef) and n.name.endswith("_kernel")
-            for a in n.args.args if a.annotation is None and not a.arg.endswith("_ptr")}
+    return {
+        a.arg
+        for n in ast.parse(text).body
+        if isinstance(n, ast.FunctionDef) and n.name.endswith("_kernel")
+        for a in n.args.args
+        if a.annotation is None and not a.arg.endswith("_ptr")
+    }
 
 
 @pytest.mark.parametrize("stem", IDS)
@@ -53,27 +65,41 @@ def test_kernel_structure(stem):
     text = (ROOT / "generated" / f"{stem}_triton.py").read_text()
     tree = ast.parse(text)
     kernels = [
-        n for n in tree.body if isinstance(n, ast.FunctionDef) and any(getattr(getattr(d, "func", d), "attr", None) == "jit" for d in n.decorator_list)
+        n
+        for n in tree.body
+        if isinstance(n, ast.FunctionDef)
+        and any(getattr(getattr(d, "func", d), "attr", None) == "jit" for d in n.decorator_list)
     ]
     assert len(kernels) == KERNELS[stem]
     tiled = 0
     for k in kernels:
         body = ast.unparse(k)
-        rows = int(m[1]) if (m := re.search(r"# persistent: (\d+) rows of", text.split(f"def {k.name}(")[1])) else 1
+        rows = (
+            int(m[1])
+            if (m := re.search(r"# persistent: (\d+) rows of", text.split(f"def {k.name}(")[1]))
+            else 1
+        )
         if rows == 1:  # one row per program: [BLOCK] vectors
             assert "row = tl.program_id(0).to(tl.int64)\n" in body and "mask = cols < N" in body
             assert "keep_dims" not in body and "_rows" not in body
-        else:  # a [rows, BLOCK] tile: rows past the last one and lanes past N masked; per-row values [rows, 1]
+        else:
+            # a [rows, BLOCK] tile: rows past the last one and lanes past N masked; per-row values [rows, 1]
             tiled += 1
             assert f"row = tl.program_id(0).to(tl.int64) * {rows} + tl.arange(0, {rows})[:, None]" in body
-            assert "in_rows = row < _rows" in body and "lanes = cols < N" in body and "mask = in_rows & lanes" in body
+            assert (
+                "in_rows = row < _rows" in body
+                and "lanes = cols < N" in body
+                and "mask = in_rows & lanes" in body
+            )
             assert "cols = tl.arange(0, BLOCK)[None, :]" in body and "axis=0" not in body
             for line in body.splitlines():  # every load and store is masked; per-row ones by in_rows
                 if "tl.load(" in line or "tl.store(" in line:
                     assert re.search(r"mask=(mask|lanes|in_rows)\b", line), line
                     if re.search(r"_ptr \+ row\)", line):
                         assert "mask=in_rows" in line, line
-            assert f"(_rows + {rows - 1}) // {rows}" in text and "_rows = " in text  # the grid: programs of `rows` rows
+            assert (
+                f"(_rows + {rows - 1}) // {rows}" in text and "_rows = " in text
+            )  # the grid: programs of `rows` rows
         # run-time sizes are never specialised on: one compiled kernel serves every value (the
         # launcher's cache is keyed by device and alignment only). A run-time row width is passed
         # as N_units with the constant N_UNIT (one compiled kernel per unit, the key adds it), and
@@ -82,8 +108,11 @@ def test_kernel_structure(stem):
         calls = [d for d in k.decorator_list if isinstance(d, ast.Call)]
         unspecialised = ast.literal_eval(calls[0].keywords[0].value) if calls else []
         assert sizes == unspecialised and "N" not in sizes, (sizes, unspecialised)
-        holder = next(n.value for n in tree.body if isinstance(n, ast.Assign)
-                      and ast.unparse(n.value).startswith(f"Kernel({k.name},"))
+        holder = next(
+            n.value
+            for n in tree.body
+            if isinstance(n, ast.Assign) and ast.unparse(n.value).startswith(f"Kernel({k.name},")
+        )
         constants = [a.arg for a in k.args.args if a.annotation is not None]
         if "N_units" in sizes:
             assert "width_units=True" in ast.unparse(holder) and constants == ["BLOCK", "N_UNIT"], constants
@@ -100,7 +129,9 @@ def test_kernel_structure(stem):
         for reduction in ("tl.sum(", "nan_max(", "nan_min("):  # padded lanes never reach a reduction
             for call in body.split(reduction)[1:]:
                 # persistent: the reduction masks; looped: each chunk is masked into the accumulator
-                assert call.startswith("tl.where(mask,") or (stem in LOOPED and call.split(",")[0].endswith("_acc")), stem
+                assert call.startswith("tl.where(mask,") or (
+                    stem in LOOPED and call.split(",")[0].endswith("_acc")
+                ), stem
         for accumulate in re.findall(r"(\w+_acc) = (.*)", body):  # looped: every update masks its chunk
             assert accumulate[1].startswith("tl.full(") or "tl.where(mask," in accumulate[1], accumulate
     assert (tiled > 0) == (stem in TILED), tiled
@@ -109,14 +140,26 @@ def test_kernel_structure(stem):
     # it as data_ptr() ints. forward launches directly where the kernel is compiled for _device and
     # the inputs' alignment, else through Kernel.launch (which compiles, and serves the interpreter,
     # tracing and other devices)
-    holders = {n.targets[0].id: n.value for n in tree.body if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
-               and getattr(n.value.func, "id", "") == "Kernel"}
+    holders = {
+        n.targets[0].id: n.value
+        for n in tree.body
+        if isinstance(n, ast.Assign)
+        and isinstance(n.value, ast.Call)
+        and getattr(n.value.func, "id", "") == "Kernel"
+    }
     assert sorted(f"{name}_kernel" for name in holders) == sorted(k.name for k in kernels)
-    blocks = {name: next(kw.value.value for kw in call.keywords if kw.arg == "block") for name, call in holders.items()}
+    blocks = {
+        name: next(kw.value.value for kw in call.keywords if kw.arg == "block")
+        for name, call in holders.items()
+    }
     forward = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "forward")
     forward_text = ast.unparse(forward)
-    branches = [n for n in ast.walk(forward) if isinstance(n, ast.If) and ast.unparse(n.test) == "_kernel is not None"]
-    launches = [n for n in ast.walk(forward) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "launch"]
+    branches = [
+        n for n in ast.walk(forward) if isinstance(n, ast.If) and ast.unparse(n.test) == "_kernel is not None"
+    ]
+    launches = [
+        n for n in ast.walk(forward) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "launch"
+    ]
     assert len(branches) == len(launches) == forward_text.count("_kernel = ")
     body = [n for n in ast.walk(forward) if isinstance(n, (ast.If, ast.FunctionDef))]
     for branch in branches:
@@ -135,14 +178,20 @@ def test_kernel_structure(stem):
         units = "width_units=True" in ast.unparse(holders[name])
         kernel_stmt = ast.unparse(stmts[at - 1])
         if units:
-            assert ast.unparse(stmts[at - 2]) == f"_unit = ({n} | 16) & -({n} | 16)", ast.unparse(stmts[at - 2])
+            assert ast.unparse(stmts[at - 2]) == f"_unit = ({n} | 16) & -({n} | 16)", ast.unparse(
+                stmts[at - 2]
+            )
         misaligned_stmt = ast.unparse(stmts[at - 2 - units])
         pointers, before = [], at - 3 - units
         while before >= 0 and re.fullmatch(r"_\w+_ptr = \w+\.data_ptr\(\)", ast.unparse(stmts[before])):
             pointers.insert(0, ast.unparse(stmts[before]))
             before -= 1
         outputs = set()
-        while before >= 0 and isinstance(stmts[before], ast.Assign) and isinstance(stmts[before].value, ast.IfExp):
+        while (
+            before >= 0
+            and isinstance(stmts[before], ast.Assign)
+            and isinstance(stmts[before].value, ast.IfExp)
+        ):
             outputs.add(ast.unparse(stmts[before].targets[0]))
             before -= 1
         assert outputs
@@ -150,15 +199,20 @@ def test_kernel_structure(stem):
         inputs = list(dict.fromkeys(t for t in tensors if t not in outputs))
         assert pointers == [f"_{t}_ptr = {t}.data_ptr()" for t in inputs], pointers
         # the launch's raw arguments: each tensor as its data_ptr() (an input's read once), then sizes
-        raw_args = [a if a in sizes_of(text) else f"_{a}_ptr" if a in inputs else f"{a}.data_ptr()"
-                    for a in map(ast.unparse, launch.args[1].elts)]
+        raw_args = [
+            a if a in sizes_of(text) else f"_{a}_ptr" if a in inputs else f"{a}.data_ptr()"
+            for a in map(ast.unparse, launch.args[1].elts)
+        ]
         assert raw == f"({', '.join(raw_args)}{',' if len(raw_args) == 1 else ''})", raw
         tail = f"{n} // _unit, {blocks[name]}, _unit" if units else f"{n}, {blocks[name]}"
         assert ast.unparse(direct) == (
-            f"_kernel[1]({programs}, 1, 1, raw_stream(_device), *_kernel[2], {', '.join(raw_args)}, {tail})")
+            f"_kernel[1]({programs}, 1, 1, raw_stream(_device), *_kernel[2], {', '.join(raw_args)}, {tail})"
+        )
         # an input off a 16-byte boundary gets its own kernel: every input's pointer is tested, no output's
         # (skipped under torch.compile's tracing, where _device is runtime.triton.TRACING)
-        tested = f"_misaligned = _device != {TRACING} and ({' | '.join(f'_{t}_ptr' for t in inputs)}) & 15 != 0"
+        tested = (
+            f"_misaligned = _device != {TRACING} and ({' | '.join(f'_{t}_ptr' for t in inputs)}) & 15 != 0"
+        )
         assert misaligned_stmt == ast.unparse(ast.parse(tested)), misaligned_stmt
         key = "(_device + _device + _misaligned) * 32 + _unit" if units else "_device + _device + _misaligned"
         assert kernel_stmt == f"_kernel = {name}.binaries.get({key})", kernel_stmt
@@ -169,17 +223,30 @@ def test_kernel_structure(stem):
     # path empty_strided_cuda with the contiguous strides of its sizes, otherwise torch.empty
     allocators = set(re.findall(r"torch\.(empty\w*|zeros\w*|ones\w*|full\w*|new_\w+)\(", text))
     assert allocators <= {"empty", "empty_like"}, allocators
-    # (the guard table's entry is no allocation, nor a merged projection's matmul, member by member while dynamo traces)
-    allocations = [n.value for n in ast.walk(forward) if isinstance(n, ast.Assign) and isinstance(n.value, ast.IfExp)
-                   and ast.unparse(n.targets[0]) != "fast" and ast.unparse(n.value.test) != "dynamo_compiling()"]
+    # (the guard table's entry is no allocation, nor a merged projection's matmul, member by member
+    # while dynamo traces)
+    allocations = [
+        n.value
+        for n in ast.walk(forward)
+        if isinstance(n, ast.Assign)
+        and isinstance(n.value, ast.IfExp)
+        and ast.unparse(n.targets[0]) != "fast"
+        and ast.unparse(n.value.test) != "dynamo_compiling()"
+    ]
     assert len(allocations) == forward_text.count("empty_strided_cuda(") >= len(launches)
     # names bound per shape (codegen.per_shape): each program's branch unpacks its _sizes_of_<k>,
     # here evaluated with every dim 3 (any values will do)
-    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("_sizes_of_")}
+    functions = {
+        n.name: n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("_sizes_of_")
+    }
     env_of = {}  # an allocation -> the names its program's branch has bound
-    for branch in (n for n in forward.body if isinstance(n, ast.If) and ast.unparse(n.test).startswith("program == ")):
+    for branch in (
+        n for n in forward.body if isinstance(n, ast.If) and ast.unparse(n.test).startswith("program == ")
+    ):
         index, env = ast.unparse(branch.test).split()[-1], {}
-        unpack = next((s for s in branch.body if isinstance(s, ast.Assign) and ast.unparse(s.value) == "sizes"), None)
+        unpack = next(
+            (s for s in branch.body if isinstance(s, ast.Assign) and ast.unparse(s.value) == "sizes"), None
+        )
         if f"_sizes_of_{index}" in functions:
             function, namespace = functions[f"_sizes_of_{index}"], {}
             exec(ast.unparse(function), {}, namespace)
@@ -190,7 +257,9 @@ def test_kernel_structure(stem):
     for a in allocations:
         assert ast.unparse(a.test) == "_device >= 0" and ast.unparse(a.body.func) == "empty_strided_cuda"
         sizes, strides, dtype = a.body.args
-        assert ast.unparse(a.orelse.func) == "torch.empty" and ast.unparse(a.orelse.args[0]) == ast.unparse(sizes)
+        assert ast.unparse(a.orelse.func) == "torch.empty" and ast.unparse(a.orelse.args[0]) == ast.unparse(
+            sizes
+        )
         assert ast.unparse(a.orelse.keywords[0].value) == ast.unparse(dtype)
         names = {n.id: 3 for n in ast.walk(sizes) if isinstance(n, ast.Name)} | env_of[id(a)]
         names |= {n.id: 3 for n in ast.walk(strides) if isinstance(n, ast.Name) and n.id not in names}
@@ -218,11 +287,15 @@ def test_schedule_is_persistent_while_a_row_fits_narrow_rows_several_to_a_progra
     from thunder_aot.backends.triton.schedule import LOOP_BLOCK, MAX_BLOCK, TILE_LANES, Schedule, schedule
 
     assert TILE_LANES == 1024
-    assert schedule(2880) == Schedule(4096, 4, looped=False, rows=1)  # the seed's RMSNorm: one row per program
+    assert schedule(2880) == Schedule(
+        4096, 4, looped=False, rows=1
+    )  # the seed's RMSNorm: one row per program
     assert schedule(256) == Schedule(256, 1, looped=False, rows=4)  # 4 rows of 256: a 1024-lane tile
     assert schedule(1024) == Schedule(1024, 1, looped=False, rows=1)
     assert schedule(64, max_rows=1024) == Schedule(64, 1, looped=False, rows=16)
-    assert schedule(64, max_rows=8) == Schedule(64, 1, looped=False, rows=8)  # never more rows than the bucket has
+    assert schedule(64, max_rows=8) == Schedule(
+        64, 1, looped=False, rows=8
+    )  # never more rows than the bucket has
     assert schedule(64, max_rows=5) == Schedule(64, 1, looped=False, rows=8)  # (rounded up to a power of two)
     assert schedule(1, max_rows=1) == Schedule(1, 1, looped=False, rows=1)
     assert schedule(MAX_BLOCK) == Schedule(MAX_BLOCK, 8, looped=False, rows=1)
@@ -285,8 +358,14 @@ with torch.no_grad():
     lines = result.stdout.strip().splitlines()
     assert [line.split(" |")[0] for line in lines] == ["half", "short", "strided"], lines
     for line in lines:
-        assert "weight must be a contiguous float32 tensor of shape 2880 on hidden_states's device" in line, line
-    assert "got a float16 tensor of shape 2880" in lines[0] and "shape 2000" in lines[1] and "contiguous=False" in lines[2]
+        assert (
+            "weight must be a contiguous float32 tensor of shape 2880 on hidden_states's device" in line
+        ), line
+    assert (
+        "got a float16 tensor of shape 2880" in lines[0]
+        and "shape 2000" in lines[1]
+        and "contiguous=False" in lines[2]
+    )
 
 
 @pytest.mark.parametrize(
@@ -326,8 +405,18 @@ def test_an_unchecked_triton_export_runs_and_matches_its_source_under_the_interp
     eager_device) before the kernels launch. Export's verification runs it against the source."""
     out = tmp_path / "rotary_unchecked.py"
     shapes = "1x8x[S=1..128]x64:bf16, 1x1x[S]x64:bf16, 1x1x[S]x64:bf16"
-    result = run_cli("export", "thunder_aot.examples.blocks:rotary_embedding", "--shapes", shapes, "--backend", "triton",
-                     "--unchecked", "--out", str(out), env={"TRITON_INTERPRET": "1"})
+    result = run_cli(
+        "export",
+        "thunder_aot.examples.blocks:rotary_embedding",
+        "--shapes",
+        shapes,
+        "--backend",
+        "triton",
+        "--unchecked",
+        "--out",
+        str(out),
+        env={"TRITON_INTERPRET": "1"},
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "verified: 4 calls match the source module (against float64; seed" in result.stderr
     text = out.read_text()
@@ -358,14 +447,15 @@ def test_a_region_no_kernel_takes_runs_as_its_source_calls():
     ((source, shapes),) = VIEW_SOURCE_CALLS
     result = interpreted_check(source, shapes)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "no triton kernel for region aotFusion0 (amax, broadcast_in_dim, convert_element_type, div, exp, mul, " \
-           "shallow_copy, sub, sum): runs as its source's torch calls: torch.Tensor.to x2, torch.mul x1, torch.softmax x1" \
-           in result.stdout, result.stdout
+    assert (
+        "no triton kernel for region aotFusion0 (amax, broadcast_in_dim, convert_element_type, div, exp, "
+        "mul, shallow_copy, sub, sum): runs as its source's torch calls: "
+        "torch.Tensor.to x2, torch.mul x1, torch.softmax x1" in result.stdout
+    ), result.stdout
     text = export(ExportRequest(source, (shapes,), backend="triton"), verify=False)
-    body = text[text.index("def forward("):]
+    body = text[text.index("def forward(") :]
     assert "torch.softmax(" in body and "torch.amax(" not in body and "torch.exp(" not in body
     assert "no kernel for convert_element_type, mul" in body  # the region's comment says what happened
-
 
 
 def test_a_region_of_independent_parts_is_a_kernel_per_group_of_them(monkeypatch):
@@ -375,9 +465,9 @@ def test_a_region_of_independent_parts_is_a_kernel_per_group_of_them(monkeypatch
     ran as its source's torch calls. (The kernels are checked against the source in
     test_regions_with_views_inside_are_one_kernel_each.)"""
     import thunder_aot.exporter.split as split
+    from tests.view_modules import LATENT_SHAPES
     from thunder_aot.backends import get_backend
     from thunder_aot.exporter import ExportRequest, build_program, regions_without_kernels
-    from tests.view_modules import LATENT_SHAPES
 
     request = ExportRequest("tests.view_modules:latent_norm_and_rotary", (LATENT_SHAPES,), backend="triton")
     program, _, _ = build_program(request, progress=lambda m: None)
@@ -385,12 +475,13 @@ def test_a_region_of_independent_parts_is_a_kernel_per_group_of_them(monkeypatch
     assert [r.name for r in regions] == ["aotFusion0_0", "aotFusion0_1"]
     assert not regions_without_kernels(program, get_backend("triton"))
     norm, rotary = sorted(regions, key=lambda r: not any(op.prim == "sum" for op in r.ops))
-    assert len(norm.outputs) == 1 and len(rotary.outputs) == 2 and not any(op.prim == "sum" for op in rotary.ops)
+    assert (
+        len(norm.outputs) == 1 and len(rotary.outputs) == 2 and not any(op.prim == "sum" for op in rotary.ops)
+    )
     monkeypatch.setattr(split, "split_regions", lambda bp, makes_kernel: bp)
     whole, _, _ = build_program(request, progress=lambda m: None)
     assert [r.name for r in whole.programs[0].regions()] == ["aotFusion0"]
     assert regions_without_kernels(whole, get_backend("triton"))
-
 
 
 def test_a_tensor_filled_slice_by_slice_is_one_kernel():
@@ -399,18 +490,21 @@ def test_a_tensor_filled_slice_by_slice_is_one_kernel():
     pieces join, so no allocation, slice, copy or expand stays a torch call. Read between the copies,
     the tensor is no fill, and the calls stay. (The kernel is checked against the source in
     test_regions_with_views_inside_are_one_kernel_each.)"""
+    from tests.view_modules import KEYS_FILL_SHAPES
     from thunder_aot.exporter import ExportRequest, build_program
     from thunder_aot.model import TorchCall
-    from tests.view_modules import KEYS_FILL_SHAPES
 
     def calls(source):
-        program, _, _ = build_program(ExportRequest(source, (KEYS_FILL_SHAPES,), backend="triton"), progress=lambda m: None)
+        program, _, _ = build_program(
+            ExportRequest(source, (KEYS_FILL_SHAPES,), backend="triton"), progress=lambda m: None
+        )
         return [s.target for bp in program.programs for s in bp.steps if isinstance(s, TorchCall)], program
 
     filled, program = calls("tests.view_modules:keys_fill")
     assert filled == [] and [len(list(bp.regions())) for bp in program.programs] == [1]
     kept, _ = calls("tests.view_modules:keys_fill_read_between")
     assert {"torch.Tensor.new_empty", "torch.Tensor.copy_", "torch.Tensor.expand"} <= set(kept)
+
 
 def test_basic_indices_and_a_weights_transpose_are_no_torch_calls(monkeypatch):
     """Falcon's fused projection, ``(x * 2) @ weight.T`` split by ``[:-2]``, ``[[-2]]``, ``[[-1]]``
@@ -420,12 +514,14 @@ def test_basic_indices_and_a_weights_transpose_are_no_torch_calls(monkeypatch):
     call. Without the slices pass the indices stay torch calls. (The kernels are checked against the
     source in test_regions_with_views_inside_are_one_kernel_each.)"""
     import thunder_aot.exporter.slices as slices
+    from tests.view_modules import FUSED_SPLIT_SHAPES
     from thunder_aot.exporter import ExportRequest, build_program
     from thunder_aot.model import Ref, TorchCall
-    from tests.view_modules import FUSED_SPLIT_SHAPES
 
-    request = ExportRequest("tests.view_modules:fused_projection_split", (FUSED_SPLIT_SHAPES,), backend="triton")
-    (bp,), = [build_program(request, progress=lambda m: None)[0].programs]
+    request = ExportRequest(
+        "tests.view_modules:fused_projection_split", (FUSED_SPLIT_SHAPES,), backend="triton"
+    )
+    ((bp,),) = [build_program(request, progress=lambda m: None)[0].programs]
     calls = [s for s in bp.steps if isinstance(s, TorchCall)]
     assert sorted(c.target for c in calls) == ["torch.Tensor.view", "torch.matmul", "torch.permute"]
     weight = next(v.name for v in bp.inputs if v.name.endswith("weight"))
@@ -435,7 +531,7 @@ def test_basic_indices_and_a_weights_transpose_are_no_torch_calls(monkeypatch):
     reader = next(r for r in bp.regions() if any(op.prim == "squeeze" for op in r.ops))
     assert [op.prim for op in reader.ops][:3] == ["slice"] * 3  # the three indices, in front of Thunder's ops
     monkeypatch.setattr(slices, "absorb_slices", lambda bp, makes_kernel: bp)
-    (kept,), = [build_program(request, progress=lambda m: None)[0].programs]
+    ((kept,),) = [build_program(request, progress=lambda m: None)[0].programs]
     assert [s.target for s in kept.steps if isinstance(s, TorchCall)].count("torch.Tensor.__getitem__") == 3
 
 
@@ -451,8 +547,11 @@ def test_basic_index_reads_only_indices_a_slice_computes():
     full = SliceArg(Const(None), Const(None), Const(None))
 
     def index(items, out_shape):
-        call = TorchCall("torch.Tensor.__getitem__", (Value("y", TensorSpec(out_shape, "float32")),),
-                         (Ref("x"), Seq(tuple(items))))
+        call = TorchCall(
+            "torch.Tensor.__getitem__",
+            (Value("y", TensorSpec(out_shape, "float32")),),
+            (Ref("x"), Seq(tuple(items))),
+        )
         return basic_index(call, specs)
 
     got = index([full, full, full, SliceArg(Const(None), Const(-2), Const(None))], (1, S, 2, 2, 16))
@@ -476,19 +575,23 @@ def test_a_part_no_kernel_takes_runs_as_its_part_of_the_source_calls():
     """A region of a column softmax (no kernel past 8192 rows) beside an RMSNorm of another input:
     the norm becomes a kernel, the softmax runs as its own source calls (not the norm's), and the
     module matches its source under the interpreter."""
-    from thunder_aot.exporter import ExportRequest, export
     from tests.view_modules import PART_SOURCE_CALLS
+    from thunder_aot.exporter import ExportRequest, export
 
     source, shapes = PART_SOURCE_CALLS
     result = interpreted_check(source, shapes)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "no triton kernel for region aotFusion0_1" in result.stdout, result.stdout
-    assert "runs as its source's torch calls: torch.Tensor.to x2, torch.mul x1, torch.softmax x1" in result.stdout
+    assert (
+        "runs as its source's torch calls: torch.Tensor.to x2, torch.mul x1, torch.softmax x1"
+        in result.stdout
+    )
     assert "aotFusion0_0" not in result.stdout
     text = export(ExportRequest(source, (shapes,), backend="triton"), verify=False)
-    body = text[text.index("def forward("):]
+    body = text[text.index("def forward(") :]
     assert body.count("@triton.jit") == 0 and text.count("@triton.jit") == 1
     assert "torch.softmax(" in body and "torch.rsqrt(" not in body and "torch.mean(" not in body
+
 
 def test_a_row_reduction_wider_than_the_output_row_takes_whole_rows():
     """Attention sinks (a softmax over the scores and a sink column, the sink's column dropped): the
@@ -499,8 +602,14 @@ def test_a_row_reduction_wider_than_the_output_row_takes_whole_rows():
     GPT-OSS's layer, s15_models14)."""
     from thunder_aot.exporter import ExportRequest, export
 
-    text = export(ExportRequest("tests.view_modules:sink_softmax", ("1x4x[S=1..1024]x[S]:bf16, 1x1x[S]x[S]:bf16",),
-                                backend="triton"), verify=False)
+    text = export(
+        ExportRequest(
+            "tests.view_modules:sink_softmax",
+            ("1x4x[S=1..1024]x[S]:bf16, 1x1x[S]x[S]:bf16",),
+            backend="triton",
+        ),
+        verify=False,
+    )
     assert text.count("@triton.jit") == 1
     assert "# persistent: one row of 1024 per program in BLOCK=1024 lanes" in text
     assert "the reductions' rows 1 longer in a tail of 1 lanes" in text
@@ -508,7 +617,7 @@ def test_a_row_reduction_wider_than_the_output_row_takes_whole_rows():
     # the output's lanes and the reductions' share every value: the scores and the mask load once,
     # in the tile's lanes only (the tail's lanes hold the sink alone), the sinks once; each of the
     # source's two maxima and its sum is one reduction over the tile and one over the tail
-    kernel = text[text.index("def fusion0_kernel"):text.index("fusion0 = Kernel")]
+    kernel = text[text.index("def fusion0_kernel") : text.index("fusion0 = Kernel")]
     assert kernel.count("tl.load(scores_ptr") == 1 and kernel.count("tl.load(mask__ptr") == 1
     assert kernel.count("tl.load(t_sinks_ptr") == 1 and "+ tail)" not in kernel
     assert kernel.count("nan_max(") == 4 and kernel.count("tl.sum(") == 2 and kernel.count("tl.maximum(") == 2
@@ -530,7 +639,9 @@ def test_masks_are_sets_of_conditions_less_the_implied_ones():
     # a cat's piece that no lane of a mask reads: below a bound and at or above it; a tail lane
     # (never negative) before the row's end
     assert _empty({"row < R", "cols < S", "cols >= S"}) and _empty({"cols < S", "cols >= S + 1"})
-    assert _empty({"tail < 1", "(S + tail) < S"}) and not _empty({"tail < 1", "(S + tail) >= S", "(S + tail) < S + 1"})
+    assert _empty({"tail < 1", "(S + tail) < S"}) and not _empty(
+        {"tail < 1", "(S + tail) >= S", "(S + tail) < S + 1"}
+    )
     assert not _empty({"cols < S + 1", "cols >= S"}) and not _empty({"cols < S", "cols >= S - 1"})
 
 
@@ -541,7 +652,10 @@ def test_a_region_whose_outputs_would_reduce_each_row_many_times_runs_as_its_sou
     result = interpreted_check("tests.view_modules:rows_and_their_sums", "1x[S=1..40]x128:bf16")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "no triton kernel for region aotFusion0" in result.stdout
-    assert "runs as its source's torch calls: torch.Tensor.to x1, torch.Tensor.view x1, torch.amax x1" in result.stdout
+    assert (
+        "runs as its source's torch calls: torch.Tensor.to x1, torch.Tensor.view x1, torch.amax x1"
+        in result.stdout
+    )
 
 
 @pytest.mark.parametrize("backend", ["triton", "nvfuser"])
@@ -551,8 +665,10 @@ def test_a_region_can_use_the_definition_another_region_emits(backend):
     from thunder_aot.backends import get_backend
     from thunder_aot.exporter import ExportRequest, build_program
 
-    program, _, _ = build_program(ExportRequest("thunder_aot.examples.gpt_oss:rmsnorm", ("1x[1..8]x2880:bf16",), backend=backend),
-                                  progress=lambda m: None)
+    program, _, _ = build_program(
+        ExportRequest("thunder_aot.examples.gpt_oss:rmsnorm", ("1x[1..8]x2880:bf16",), backend=backend),
+        progress=lambda m: None,
+    )
     bp = program.programs[0]
     view = get_backend(backend).region_view(bp.regions()[0], bp.bucket.dims)
     shared = view.sharing("fusion0")
@@ -591,7 +707,9 @@ def test_the_interpreter_checks_that_every_masked_lane_is_inside_a_tensor_argume
 
     pytest.importorskip("triton")
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-c", _OUT_OF_BOUNDS], env=env, capture_output=True, text=True, cwd=ROOT)
+    done = subprocess.run(
+        [sys.executable, "-c", _OUT_OF_BOUNDS], env=env, capture_output=True, text=True, cwd=ROOT
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "caught: a masked load of 1 lanes outside every tensor argument" in done.stdout, done.stdout
 
@@ -604,8 +722,11 @@ def test_tuples_made_from_the_dims_alone_are_bound_once_per_shape():
     from thunder_aot.codegen.per_shape import bind_per_shape
 
     steps = (
-        Line("t = empty_strided_cuda((1, s0, 64), (64 * s0, 64, 1), torch.bfloat16) if _device >= 0 else "
-             "torch.empty((1, s0, 64), dtype=torch.bfloat16, device=x.device)", "a comment stays"),
+        Line(
+            "t = empty_strided_cuda((1, s0, 64), (64 * s0, 64, 1), torch.bfloat16) if _device >= 0 else "
+            "torch.empty((1, s0, 64), dtype=torch.bfloat16, device=x.device)",
+            "a comment stays",
+        ),
         Line("u = torch.reshape(t, (s0 // 2, 2 * s1, -1))"),
         Line("_raw = (t.data_ptr(), s1)"),
         Line("v = w.view((1, 64))"),
@@ -622,7 +743,10 @@ def test_tuples_made_from_the_dims_alone_are_bound_once_per_shape():
     ]
     assert bound.steps[0].comment == "a comment stays"
     assert bound.values == (
-        ("s0", "s0"), ("s1", "s1"), ("t_shape", "(1, s0, 64)"), ("t_strides", "(64 * s0, 64, 1)"),
+        ("s0", "s0"),
+        ("s1", "s1"),
+        ("t_shape", "(1, s0, 64)"),
+        ("t_strides", "(64 * s0, 64, 1)"),
         ("_shape_2", "(s0 // 2, 2 * s1, -1)"),
     )
     dims = {"s0": 6, "s1": 5}  # the values, evaluated, are what the statements built
@@ -636,7 +760,21 @@ def test_width_unit_is_the_largest_power_of_two_up_to_16_dividing_the_width():
     N_units * unit is N, and the unit is the largest power of two dividing N, at most 16."""
     from thunder_aot.runtime.triton import width_unit
 
-    for n in [*range(0, 300), 1000, 1500, 2000, 2001, 2047, 2048, 4096, 32000, 32001, 2**31 - 1, 2**31, 2**40 + 24]:
+    for n in [
+        *range(0, 300),
+        1000,
+        1500,
+        2000,
+        2001,
+        2047,
+        2048,
+        4096,
+        32000,
+        32001,
+        2**31 - 1,
+        2**31,
+        2**40 + 24,
+    ]:
         unit = width_unit(n)
         assert unit in (1, 2, 4, 8, 16) and n % unit == 0 and (n // unit) * unit == n, (n, unit)
         assert unit == 16 or n % (2 * unit) != 0, (n, unit)  # the largest such power of two
@@ -647,20 +785,35 @@ def test_width_unit_reaches_the_compiler_as_vector_loads_and_stores():
     no GPU): a bf16 row of a unit of 1 loads and stores element by element, a unit of 8 or 16 in
     16-byte vectors, so knowing N's divisibility is what vectorises a run-time row width."""
     from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource, compile as triton_compile
+    from triton.compiler import ASTSource
+    from triton.compiler import compile as triton_compile
 
     gen = load_module_from_text((ROOT / "generated" / "softmax_triton.py").read_text(), "softmax_units")
     kernel = gen.program1_fusion0_kernel
     assert gen.program1_fusion0.width_units
     widths = {}
     for unit in (1, 2, 4, 8, 16):
-        signature = {"scores_ptr": "*bf16", "mask__ptr": "*fp32", "t20_out_ptr": "*bf16", "S": "i32", "_rows": "i32",
-                     "N_units": "i32", "BLOCK": "constexpr", "N_UNIT": "constexpr"}
-        source = ASTSource(fn=kernel, signature=signature, constexprs={"BLOCK": 512, "N_UNIT": unit},
-                           attrs={(i,): [["tt.divisibility", 16]] for i in range(3)})
+        signature = {
+            "scores_ptr": "*bf16",
+            "mask__ptr": "*fp32",
+            "t20_out_ptr": "*bf16",
+            "S": "i32",
+            "_rows": "i32",
+            "N_units": "i32",
+            "BLOCK": "constexpr",
+            "N_UNIT": "constexpr",
+        }
+        source = ASTSource(
+            fn=kernel,
+            signature=signature,
+            constexprs={"BLOCK": 512, "N_UNIT": unit},
+            attrs={(i,): [["tt.divisibility", 16]] for i in range(3)},
+        )
         ptx = triton_compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 1}).asm["ptx"]
-        widths[unit] = (sorted(set(re.findall(r"ld\.global(?:\.\w+)*\.b16\b|ld\.global(?:\.v\d)?\.b32", ptx))),
-                        sorted(set(re.findall(r"st\.global(?:\.\w+)*\.b(?:16|32)\b", ptx))))
+        widths[unit] = (
+            sorted(set(re.findall(r"ld\.global(?:\.\w+)*\.b16\b|ld\.global(?:\.v\d)?\.b32", ptx))),
+            sorted(set(re.findall(r"st\.global(?:\.\w+)*\.b(?:16|32)\b", ptx))),
+        )
     stores = {unit: w[1] for unit, w in widths.items()}
     assert stores[1] == ["st.global.b16"], widths[1]  # one bf16 per store
     assert stores[8] == stores[16] == ["st.global.v4.b32"], widths  # 8 bf16 per store
@@ -674,17 +827,20 @@ def test_torch_compile_can_copy_each_kernel_with_the_helpers_it_calls(stem):
     (torch._inductor.codegen.wrapper.user_defined_triton_kernel_transitive_closure_source_code).
     That file, imported alone, must define every global name its functions read; a helper bound to
     another name (``nan_max = _nan_max_compiled``) was undefined there (s22_models39)."""
-    import dis
     import builtins
+    import dis
 
-    from triton import JITFunction
     from torch._inductor.codegen.wrapper import user_defined_triton_kernel_transitive_closure_source_code
+    from triton import JITFunction
 
     gen = load_module_from_text((ROOT / "generated" / f"{stem}.py").read_text(), f"closure_{stem}")
     kernels = [v for k, v in vars(gen).items() if isinstance(v, JITFunction) and k.endswith("_kernel")]
     assert kernels, stem
     for kernel in kernels:
-        text = "import triton\nimport triton.language as tl\n\n" + user_defined_triton_kernel_transitive_closure_source_code(kernel)
+        text = (
+            "import triton\nimport triton.language as tl\n\n"
+            + user_defined_triton_kernel_transitive_closure_source_code(kernel)
+        )
         copied = load_module_from_text(text, f"closure_{stem}_{kernel.__name__}")
         # the kernel itself is copied undecorated (inductor decorates it), its helpers as @triton.jit
         functions = [copied.__dict__[kernel.__name__]]
@@ -692,4 +848,6 @@ def test_torch_compile_can_copy_each_kernel_with_the_helpers_it_calls(stem):
         for function in functions:
             reads = {i.argval for i in dis.Bytecode(function) if i.opname == "LOAD_GLOBAL"}
             missing = {n for n in reads if n not in vars(copied) and not hasattr(builtins, n)}
-            assert not missing, f"{stem}: {function.__name__} reads {sorted(missing)}, undefined in inductor's copy"
+            assert (
+                not missing
+            ), f"{stem}: {function.__name__} reads {sorted(missing)}, undefined in inductor's copy"

@@ -37,7 +37,10 @@ def test_untested_names_the_first_library_off_the_table(running, reason):
 def test_nvfuser_dev_builds_match_their_release():
     path = FAST_PATHS["nvfuser-direct-execute"]
     assert untested(path, {"nvfuser_direct": "0.2.35.dev20260215"}) is None
-    assert untested(path, {"nvfuser_direct": "0.2.36"}) == "nvfuser_direct 0.2.36 is not a tested release (0.2.35)"
+    assert (
+        untested(path, {"nvfuser_direct": "0.2.36"})
+        == "nvfuser_direct 0.2.36 is not a tested release (0.2.35)"
+    )
 
 
 @pytest.fixture
@@ -45,7 +48,11 @@ def fake_library(monkeypatch):
     """A library ``fakelib`` at a version the test sets, and a fast path tested with 1.2 of it."""
     module = types.ModuleType("fakelib")
     monkeypatch.setitem(sys.modules, "fakelib", module)
-    monkeypatch.setitem(FAST_PATHS, "fake", versions.FastPath("fake", "fakelib._private", "fakelib.public", {"fakelib": ("1.2",)}))
+    monkeypatch.setitem(
+        FAST_PATHS,
+        "fake",
+        versions.FastPath("fake", "fakelib._private", "fakelib.public", {"fakelib": ("1.2",)}),
+    )
     monkeypatch.setattr(versions, "_WARNED", set())
     monkeypatch.delenv("THUNDER_AOT_FAST_PATHS", raising=False)
     return module
@@ -80,7 +87,11 @@ def _fast_path_check(*simulated: str) -> dict:
     env = {"TRITON_INTERPRET": "1", "PATH": "/usr/bin:/bin"}
     out = subprocess.run(
         [sys.executable, "tests/fast_path_check.py", "rmsnorm", "triton", *simulated],
-        cwd=ROOT, capture_output=True, text=True, env=env, timeout=600,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
     )
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])

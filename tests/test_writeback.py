@@ -4,8 +4,6 @@ module still computes what its source does."""
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 import torch
 
@@ -21,7 +19,9 @@ def _export(module, shapes, tmp_path):
     return thunder_aot.load(out), text.split("\nclass ")[0]  # the code before the class: forward's steps
 
 
-@pytest.mark.parametrize("module,copies", [(BiasAddInPlace, 0), (ViewedThenInPlace, "some")], ids=["fresh", "viewed"])
+@pytest.mark.parametrize(
+    "module,copies", [(BiasAddInPlace, 0), (ViewedThenInPlace, "some")], ids=["fresh", "viewed"]
+)
 def test_write_backs_into_fresh_tensors_are_dropped_and_observed_ones_kept(module, copies, tmp_path):
     torch.manual_seed(0)
     source = module()

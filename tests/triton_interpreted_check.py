@@ -1,10 +1,12 @@
-"""Run one generated Triton module through Triton's interpreter on CPU and compare it with its
+r"""Run one generated Triton module through Triton's interpreter on CPU and compare it with its
 source at every bucket's edges and inside, with outputs poisoned (NaN) so that an unwritten
-element fails, and every load and store bounds-checked (tests/interpreter_bounds.py). A script, run in a fresh process by tests/test_triton.py: the interpreter must be
-switched on before Triton is first imported.
+element fails, and every load and store bounds-checked (tests/interpreter_bounds.py). A script,
+run in a fresh process by tests/test_triton.py: the interpreter must be switched on before Triton
+is first imported.
 
     TRITON_INTERPRET=1 python tests/triton_interpreted_check.py rmsnorm
-    TRITON_INTERPRET=1 python tests/triton_interpreted_check.py tests.view_modules:head_norm "1x[S=1..40]x256:bf16"
+    TRITON_INTERPRET=1 python tests/triton_interpreted_check.py \
+        tests.view_modules:head_norm "1x[S=1..40]x256:bf16"
 
 (a stem of generated/, or an import path and shapes exported here; the export's messages are
 printed first, one per line starting with "export: ")
@@ -26,8 +28,8 @@ from tests.examples import EXPORTS  # noqa: E402
 from tests.helpers import compare_at_every_bucket  # noqa: E402
 from thunder_aot.backends.triton import interpreter_rounds_like_the_gpu  # noqa: E402
 from thunder_aot.exporter.resolve import resolve_module  # noqa: E402
-from thunder_aot.verify import load_module_from_text  # noqa: E402
 from thunder_aot.runtime import GuardTable  # noqa: E402
+from thunder_aot.verify import load_module_from_text  # noqa: E402
 
 
 def main(stem: str, spec: str | None = None) -> int:
@@ -42,8 +44,11 @@ def main(stem: str, spec: str | None = None) -> int:
         from thunder_aot.exporter import ExportRequest, export
 
         source, shapes = stem, spec
-        text = export(ExportRequest(source, (shapes,), backend="triton"), verify=False,
-                      progress=lambda m: print(f"export: {m}", flush=True))
+        text = export(
+            ExportRequest(source, (shapes,), backend="triton"),
+            verify=False,
+            progress=lambda m: print(f"export: {m}", flush=True),
+        )
         stem = source.split(":")[1]
     module = resolve_module(source).eval()
     gen = load_module_from_text(text, f"{stem}_triton")
@@ -71,7 +76,10 @@ def main(stem: str, spec: str | None = None) -> int:
         label = f"{stem} (triton, interpreted{', direct allocation' if direct else ''})"
         checked += compare_at_every_bucket(module, aot, gen, shapes, "cpu", label)[0]
     if "@triton.jit" in text:  # (a module whose regions all run as torch calls allocates nothing itself)
-        assert len(allocated) >= checked // 2, (len(allocated), checked)  # every direct call allocated through it
+        assert len(allocated) >= checked // 2, (
+            len(allocated),
+            checked,
+        )  # every direct call allocated through it
         assert len(gen._FAST) > 0  # the direct pass's later calls of a shape took the fast path
     print(f"ok {stem}: {checked} calls, {len(allocated)} direct allocations")
     return 0

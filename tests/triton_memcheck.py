@@ -1,6 +1,7 @@
 """Run every Triton kernel in generated/, and those of the gathering and joined regions of
 tests/kernel_pass_modules.py (exported here: indices read at run time), at their buckets' edges and
-inside, with aligned and unaligned inputs; tests/test_gpu.py runs this under ``compute-sanitizer --tool memcheck``.
+inside, with aligned and unaligned inputs; tests/test_gpu.py runs this under
+``compute-sanitizer --tool memcheck``.
 
 ``triton_memcheck.py STEM [--eager]`` runs one module only (any of the lists below, sdpa_tail too), its
 generated module or, with ``--eager``, the source module on the same inputs: which of the two an error
@@ -55,7 +56,9 @@ def main(argv: list[str]) -> int:
     if only:
         modules = [m for m in modules if m[0] in only]
         if len(modules) != len(only):
-            raise SystemExit(f"triton_memcheck.py: expected module names among {sorted(m[0] for m in modules)}, got {only}")
+            raise SystemExit(
+                f"triton_memcheck.py: expected module names among {sorted(m[0] for m in modules)}, got {only}"
+            )
     for stem, source, shapes in modules:
         text = texts.get(stem) or export(ExportRequest(source, (shapes,), backend="triton"), verify=False)
         gen = load_module_from_text(text, f"memcheck_{stem}")
@@ -68,7 +71,9 @@ def main(argv: list[str]) -> int:
                 for env, inputs in bucket_inputs(bucket, "cuda", generator):
                     cpu_inputs = [t.cpu() for t in inputs]
                     for variant in (inputs, [unaligned(t) for t in inputs]):
-                        got, picks = run_recording_choices(aot, variant)  # (a router's top-k kernel hands its picks)
+                        got, picks = run_recording_choices(
+                            aot, variant
+                        )  # (a router's top-k kernel hands its picks)
                         torch.cuda.synchronize()
                         got = got.cpu() if isinstance(got, torch.Tensor) else type(got)(g.cpu() for g in got)
                         check_chosen(module, cpu_inputs, got, picks, f"{stem} (triton) at {env}")

@@ -97,7 +97,11 @@ class NormThenTransposeThenMix(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, s, _ = x.shape
         h = x.view(b, s, 4, 32).float()
-        h = (self.weight * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6))).to(x.dtype).transpose(1, 2)
+        h = (
+            (self.weight * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)))
+            .to(x.dtype)
+            .transpose(1, 2)
+        )
         return torch.sigmoid(h) * self.mix(h)
 
 
@@ -120,7 +124,6 @@ class TanhGelu(nn.Module):
         return 0.5 * h * (1.0 + torch.tanh(0.7978845608 * (h + 0.044715 * torch.pow(h, 3.0))))
 
 
-
 class UnaryMath(nn.Module):
     """The unary math Triton's core language lacks, written from its ops (runtime.triton's
     ``math_*``): expm1 and log1p (softplus decomposes into it) where the plain formulas cancel,
@@ -130,13 +133,19 @@ class UnaryMath(nn.Module):
 
     def forward(self, x: torch.Tensor):
         a = torch.expm1(x * 1e-3) + torch.log1p(x.abs() * 1e-4) + torch.nn.functional.softplus(x)
-        b = torch.exp2(x) - torch.log2(x.abs() + 1) + torch.log10(x.abs() + 2) + torch.trunc(x * 3) * torch.sign(x)
+        b = (
+            torch.exp2(x)
+            - torch.log2(x.abs() + 1)
+            + torch.log10(x.abs() + 2)
+            + torch.trunc(x * 3) * torch.sign(x)
+        )
         softcap = torch.tanh(x * 1e-4) * 1e4 + torch.tanh(x * 12.0)
         rounded = torch.round(torch.floor(x * 4) * 0.5)
         clipped = torch.where(x > 1.5, float("inf"), torch.where(x < -1.5, float("-inf"), x))
         finite = torch.isfinite(x)
         c = torch.where(finite, a + b, 0.0)
         return c, (c - c.mean(-1, keepdim=True)).to(torch.bfloat16), finite, softcap, rounded, clipped
+
 
 class SinkSoftmax(nn.Module):
     """GPT-OSS's attention sinks: the scaled, masked scores and one sink logit per head side by side,
@@ -255,7 +264,6 @@ class KeysFill(nn.Module):
         return keys * 0.5 if first is None else (keys * 0.5, first)
 
 
-
 class FusedProjectionSplit(nn.Module):
     """Falcon's attention inputs (new_decoder_architecture): a projection by the weight's transpose
     (``input @ weight.T``, the transpose in the region beside the scaled input: a view, not a copy of
@@ -280,6 +288,7 @@ class FusedProjectionSplit(nn.Module):
         query, key, value = (t.flatten(2, 3) for t in (query, key, value))
         return query * 0.125 + first.unsqueeze(2), (key * value).transpose(1, 2)
 
+
 def two_shapes() -> TwoShapes:
     return TwoShapes()
 
@@ -294,7 +303,8 @@ LATENT_SHAPES = "1x[S=1..40]x192:bf16, 1x[S]x48:bf16, 1x[S]x16:bf16, 1x[S]x16:bf
 KEYS_FILL_SHAPES = "1x4x[S=1..40]x32:bf16, 1x1x[S]x16:bf16"
 #: FusedProjectionSplit's input: hidden states of 64
 FUSED_SPLIT_SHAPES = "1x[S=1..40]x64:fp32"
-#: (import path, shapes): every region one Triton kernel (or, for a region of independent parts, one per group of them)
+#: (import path, shapes): every region one Triton kernel (or, for a region of independent parts, one
+#: per group of them)
 KERNELS = [
     ("tests.view_modules:heads_rotary", "1x[S=1..40]x128:bf16, 1x[S]x32:bf16, 1x[S]x32:bf16"),
     ("tests.view_modules:merge_heads", "2x4x[S=1..40]x32:bf16"),
@@ -347,13 +357,13 @@ def column_softmax_beside_norm() -> ColumnSoftmaxBesideNorm:
     return ColumnSoftmaxBesideNorm()
 
 
-
 def fused_projection_split() -> FusedProjectionSplit:
     return _seeded(FusedProjectionSplit())
 
 
 def unary_math() -> UnaryMath:
     return UnaryMath()
+
 
 def keys_fill() -> KeysFill:
     return KeysFill()

@@ -42,14 +42,15 @@ def _add_export_args(p: argparse.ArgumentParser) -> None:
         "--shapes",
         action="append",
         required=True,
-        help='bucket spec, e.g. "1x[1..2048]x2880:bf16"; several buckets separated by ";" or repeated --shapes',
+        help='bucket spec, e.g. "1x[1..2048]x2880:bf16"; '
+        'several buckets separated by ";" or repeated --shapes',
     )
     p.add_argument(
         "--backend",
         choices=BACKEND_CHOICES,
         default="auto",
-        help="what each fusion region becomes: auto (nvfuser where it is installed and a CUDA device is present, "
-        "else triton on CUDA, else torch), nvfuser, triton or torch (default: %(default)s)",
+        help="what each fusion region becomes: auto (nvfuser where it is installed and a CUDA device is "
+        "present, else triton on CUDA, else torch), nvfuser, triton or torch (default: %(default)s)",
     )
     p.add_argument("--out", help="file to write (atomically); prints to stdout without it")
     p.add_argument(
@@ -77,21 +78,23 @@ def _add_export_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--no-verify",
         action="store_true",
-        help="write the module without comparing it with the source module (export refuses a module it cannot "
-        "verify on this machine otherwise); the header records it",
+        help="write the module without comparing it with the source module (export refuses a module it "
+        "cannot verify on this machine otherwise); the header records it",
     )
     p.add_argument(
         "--verify-seed",
         type=int,
         default=None,
         metavar="N",
-        help="seed of the verification's random inputs (default: a fresh one; a refusal names the seed that repeats it)",
+        help="seed of the verification's random inputs "
+        "(default: a fresh one; a refusal names the seed that repeats it)",
     )
     p.add_argument(
         "--no-merge-projections",
         action="store_true",
-        help="keep one matmul per linear layer: by default linear layers that read one input (q/k/v, gate/up) "
-        "become one matmul on their weights concatenated, the module's parameters (and the source's, in "
+        help="keep one matmul per linear layer: by default linear layers that read one input "
+        "(q/k/v, gate/up) become one matmul on their weights concatenated, the module's parameters "
+        "(and the source's, in "
         "from_module) becoming views of that tensor",
     )
     p.add_argument(
@@ -116,43 +119,86 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="thunder-aot", description=DESCRIPTION)
     p.add_argument("--version", action="version", version=f"thunder-aot {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
-    _add_export_args(sub.add_parser("export", help="trace a module per shape bucket and write a standalone module"))
+    _add_export_args(
+        sub.add_parser("export", help="trace a module per shape bucket and write a standalone module")
+    )
     bench = sub.add_parser("bench", help="time eager, Thunder, torch.compile and thunder-aot side by side")
-    bench.add_argument("source", help="import path of the module (as for export); with --model, of a transformers causal LM")
+    bench.add_argument(
+        "source", help="import path of the module (as for export); with --model, of a transformers causal LM"
+    )
     bench.add_argument("--shapes", action="append", help="buckets, as for export (required without --model)")
-    bench.add_argument("--stack", action="store_true",
-                       help="with --model: also export the whole decoder stack as one module (Thunder traces it "
-                       "layer by layer: minutes for a 16-layer model)")
-    bench.add_argument("--stack-module", action="append", default=[], metavar="FILE",
-                       help="with --model: a module already exported from the model's DecoderStackCall, timed as "
-                       "'thunder-aot(BACKEND) stack' (repeatable; instead of --stack's export)")
-    bench.add_argument("--model", action="store_true",
-                       help="SOURCE is a whole causal LM: time forwards (eager, torch.compile default / reduce-overhead / "
-                       "per layer, thunder-aot whole decoder layers with and without CUDA graphs) at --sizes tokens")
-    bench.add_argument("--cold-start", action="store_true",
-                       help="with --model: instead of per-forward times, a fresh process to its first correct output "
-                       "(eager, torch.compile, thunder-aot layers and layer stack; empty and warm disk caches) at the "
-                       "first of --sizes tokens (default 16); writes cold.md to --out")
+    bench.add_argument(
+        "--stack",
+        action="store_true",
+        help="with --model: also export the whole decoder stack as one module (Thunder traces it "
+        "layer by layer: minutes for a 16-layer model)",
+    )
+    bench.add_argument(
+        "--stack-module",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="with --model: a module already exported from the model's DecoderStackCall, timed as "
+        "'thunder-aot(BACKEND) stack' (repeatable; instead of --stack's export)",
+    )
+    bench.add_argument(
+        "--model",
+        action="store_true",
+        help="SOURCE is a whole causal LM: time forwards (eager, torch.compile default / reduce-overhead / "
+        "per layer, thunder-aot whole decoder layers with and without CUDA graphs) at --sizes tokens",
+    )
+    bench.add_argument(
+        "--cold-start",
+        action="store_true",
+        help="with --model: instead of per-forward times, a fresh process to its first correct output "
+        "(eager, torch.compile, thunder-aot layers and layer stack; empty and warm disk caches) at the "
+        "first of --sizes tokens (default 16); writes cold.md to --out",
+    )
     bench.add_argument(
         "--backends",
         default="auto",
-        help="comma-separated thunder-aot backends (auto, nvfuser, triton, torch); NAME:unchecked adds that backend "
-        "exported with --unchecked (default: %(default)s)",
+        help="comma-separated thunder-aot backends (auto, nvfuser, triton, torch); "
+        "NAME:unchecked adds that backend exported with --unchecked (default: %(default)s)",
     )
-    bench.add_argument("--sizes", help="sizes of a bucket's dynamic dim to time (default: edges and powers of two)")
-    bench.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
-                       help="where to time: auto is cuda when present (default: %(default)s)")
-    bench.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds, the median reported (default: %(default)s)")
-    bench.add_argument("--min-run-time", type=float, default=0.1, help="seconds per blocked_autorange (default: %(default)s)")
-    bench.add_argument("--seed", type=int, default=0,
-                       help="seed of the random inputs (default: %(default)s); another seed where a baseline's MoE "
-                       "routing breaks a near tie otherwise than eager's at the default one")
-    bench.add_argument("--skip", default="", help="baselines to leave out, comma-separated: thunder.jit, thunderfx "
-                       "(each compiles at every size: minutes for a decoder layer); with --model: torch.compile, "
-                       "torch.compile(reduce-overhead), torch.compile(layers)")
+    bench.add_argument(
+        "--sizes", help="sizes of a bucket's dynamic dim to time (default: edges and powers of two)"
+    )
+    bench.add_argument(
+        "--device",
+        choices=["auto", "cpu", "cuda"],
+        default="auto",
+        help="where to time: auto is cuda when present (default: %(default)s)",
+    )
+    bench.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="interleaved timing rounds, the median reported (default: %(default)s)",
+    )
+    bench.add_argument(
+        "--min-run-time", type=float, default=0.1, help="seconds per blocked_autorange (default: %(default)s)"
+    )
+    bench.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the random inputs (default: %(default)s); another seed where a baseline's MoE "
+        "routing breaks a near tie otherwise than eager's at the default one",
+    )
+    bench.add_argument(
+        "--skip",
+        default="",
+        help="baselines to leave out, comma-separated: thunder.jit, thunderfx "
+        "(each compiles at every size: minutes for a decoder layer); with --model: torch.compile, "
+        "torch.compile(reduce-overhead), torch.compile(layers)",
+    )
     bench.add_argument("--out", help="folder for bench.md, bench.json and bench.png")
-    check = sub.add_parser("check", help="regenerate every @generated file under PATHS and diff (exit 1 if stale)")
-    check.add_argument("paths", nargs="*", default=["generated"], help="files or folders to check (default: generated)")
+    check = sub.add_parser(
+        "check", help="regenerate every @generated file under PATHS and diff (exit 1 if stale)"
+    )
+    check.add_argument(
+        "paths", nargs="*", default=["generated"], help="files or folders to check (default: generated)"
+    )
     check.add_argument("--update", action="store_true", help="rewrite stale files instead of failing")
     return p
 
@@ -184,7 +230,9 @@ def check_out_target(out: str, force: bool) -> None:
     if path.exists() and not path.is_file():
         raise ExportError(f"--out {out} is not a regular file; expected the path of a .py file")
     if path.is_file() and not force and regenerate_command(path) is None:
-        raise ExportError(f"--out {out} exists and was not generated by thunder-aot; pass --force to overwrite it")
+        raise ExportError(
+            f"--out {out} exists and was not generated by thunder-aot; pass --force to overwrite it"
+        )
     if path.parent != Path("") and path.parent.exists() and not path.parent.is_dir():
         raise ExportError(f"--out {out}: {path.parent} is not a directory")
 
@@ -252,8 +300,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     for path in files:
         argv = regenerate_command(path) or []
         if len(argv) > 2 and argv[2].startswith("<") and argv[2].endswith(" instance>"):
-            print(f"SKIP   {path}: exported in Python from a module object ({argv[2][1:-10]}), not an import path: "
-                  "not regenerable here (export it from an import path to make it checkable)")
+            print(
+                f"SKIP   {path}: exported in Python from a module object ({argv[2][1:-10]}), "
+                "not an import path: not regenerable here (export it from an import path to make it "
+                "checkable)"
+            )
             continue
         try:
             expected = _regenerate(path)
@@ -261,7 +312,11 @@ def cmd_check(args: argparse.Namespace) -> int:
             raise
         except BaseException as e:  # noqa: BLE001 - a header that cannot run fails that file, not the check
             failed += 1
-            reason = f"exited with {e.code}" if isinstance(e, SystemExit) else " ".join(str(e).split())[:300] or type(e).__name__
+            reason = (
+                f"exited with {e.code}"
+                if isinstance(e, SystemExit)
+                else " ".join(str(e).split())[:300] or type(e).__name__
+            )
             print(f"FAILED {path}: its regenerate command cannot run: {reason}")
             continue
         actual = path.read_text()
@@ -275,17 +330,26 @@ def cmd_check(args: argparse.Namespace) -> int:
         stale += 1
         recorded, here = _formatter_versions(actual)
         if recorded != here:
-            print(f"STALE  {path}: formatter version differs (the file was formatted by {recorded or 'an unrecorded version'}, "
-                  f"this environment has {here}); install that version, or refresh with --update")
+            print(
+                f"STALE  {path}: formatter version differs "
+                f"(the file was formatted by {recorded or 'an unrecorded version'}, "
+                f"this environment has {here}); install that version, or refresh with --update"
+            )
             continue
         print(f"STALE  {path}")
         sys.stdout.writelines(
             difflib.unified_diff(
-                actual.splitlines(keepends=True), expected.splitlines(keepends=True), f"{path} (checked in)", f"{path} (regenerated)"
+                actual.splitlines(keepends=True),
+                expected.splitlines(keepends=True),
+                f"{path} (checked in)",
+                f"{path} (regenerated)",
             )
         )
     if stale:
-        print(f"{stale} of {len(files)} generated files are stale; refresh them with: thunder-aot check --update {' '.join(args.paths)}")
+        print(
+            f"{stale} of {len(files)} generated files are stale; "
+            f"refresh them with: thunder-aot check --update {' '.join(args.paths)}"
+        )
     if failed:
         print(f"{failed} of {len(files)} generated files could not be regenerated (see FAILED above)")
     return 1 if stale or failed else 0
@@ -326,14 +390,28 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from thunder_aot.bench.models import run_model_bench
 
         if args.shapes:
-            raise ExportError("bench --model: the layers' buckets follow from the model and --sizes; drop --shapes")
+            raise ExportError(
+                "bench --model: the layers' buckets follow from the model and --sizes; drop --shapes"
+            )
         backends = [b for b in args.backends.split(",") if b]
-        report = run_model_bench(args.source, backends, sizes=sizes, rounds=args.rounds, min_run_time=args.min_run_time,
-                                 skip=frozenset(x for x in args.skip.split(",") if x), stack=args.stack, seed=args.seed,
-                                 stack_modules=[Path(f) for f in args.stack_module], command=command,
-                                 progress=_progress, checkpoint=checkpoint)
+        report = run_model_bench(
+            args.source,
+            backends,
+            sizes=sizes,
+            rounds=args.rounds,
+            min_run_time=args.min_run_time,
+            skip=frozenset(x for x in args.skip.split(",") if x),
+            stack=args.stack,
+            seed=args.seed,
+            stack_modules=[Path(f) for f in args.stack_module],
+            command=command,
+            progress=_progress,
+            checkpoint=checkpoint,
+        )
     elif args.stack or args.stack_module:
-        raise ExportError("bench --stack / --stack-module: expected --model (they time a causal LM's decoder stack)")
+        raise ExportError(
+            "bench --stack / --stack-module: expected --model (they time a causal LM's decoder stack)"
+        )
     elif not args.shapes:
         raise ExportError("bench: --shapes is required (or --model for a whole causal LM)")
     else:
@@ -349,8 +427,17 @@ def _cold_start(args: argparse.Namespace, sizes: list[int] | None, command: str)
     from thunder_aot.bench.cold import markdown, run_cold_start
 
     backends = [b for b in args.backends.split(",") if b]
-    if not args.model or args.shapes or args.stack or args.stack_module or len(backends) != 1 or ":" in backends[0]:
-        raise ExportError("bench --cold-start: expected --model and one backend (no --shapes, --stack, :unchecked)")
+    if (
+        not args.model
+        or args.shapes
+        or args.stack
+        or args.stack_module
+        or len(backends) != 1
+        or ":" in backends[0]
+    ):
+        raise ExportError(
+            "bench --cold-start: expected --model and one backend (no --shapes, --stack, :unchecked)"
+        )
     backend = backends[0]
     if backend == "auto":
         from thunder_aot.backends import resolve_auto
@@ -403,7 +490,9 @@ def missing_exporter_packages() -> list[str]:
     """The exporter's dependencies this environment lacks (a deployment may hold only the runtime)."""
     import importlib.util
 
-    return [package for module, package in EXPORTER_MODULES.items() if importlib.util.find_spec(module) is None]
+    return [
+        package for module, package in EXPORTER_MODULES.items() if importlib.util.find_spec(module) is None
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -411,8 +500,8 @@ def main(argv: list[str] | None = None) -> int:
     missing = missing_exporter_packages()
     if missing:
         print(
-            f"thunder-aot: error: {args.command} needs the exporter's dependencies ({', '.join(missing)} missing): "
-            "pip install 'thunder-aot[export]'",
+            f"thunder-aot: error: {args.command} needs the exporter's dependencies "
+            f"({', '.join(missing)} missing): pip install 'thunder-aot[export]'",
             file=sys.stderr,
         )
         return 2

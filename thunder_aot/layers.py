@@ -24,8 +24,15 @@ from torch import nn
 from thunder_aot.runtime import adopt_state
 
 __all__ = [
-    "DecoderLayerCall", "DecoderLayerCacheCall", "DecoderLayerMaskCall", "DecoderStackCall", "LastTokenLogits", "LayerAdapter",
-    "LayerKeywords", "LayerStack", "StackAdapter",
+    "DecoderLayerCall",
+    "DecoderLayerCacheCall",
+    "DecoderLayerMaskCall",
+    "DecoderStackCall",
+    "LastTokenLogits",
+    "LayerAdapter",
+    "LayerKeywords",
+    "LayerStack",
+    "StackAdapter",
 ]
 
 
@@ -42,17 +49,22 @@ class LayerKeywords:
         self.nones, self.cache = nones, cache
 
     @classmethod
-    def of(cls, layer: nn.Module) -> "LayerKeywords":
+    def of(cls, layer: nn.Module) -> LayerKeywords:
         try:
             parameters = list(inspect.signature(layer.forward).parameters.values())
         except (TypeError, ValueError):  # no signature to read: transformers' common keywords
             return cls({}, "past_key_values")
         names = {p.name for p in parameters}
         required = [
-            p.name for p in parameters[1:]  # after hidden_states
-            if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in cls.PASSED
+            p.name
+            for p in parameters[1:]  # after hidden_states
+            if p.default is p.empty
+            and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+            and p.name not in cls.PASSED
         ]
-        cache = "layer_past" if "layer_past" in names and "past_key_values" not in names else "past_key_values"
+        cache = (
+            "layer_past" if "layer_past" in names and "past_key_values" not in names else "past_key_values"
+        )
         return cls(dict.fromkeys(required), cache)
 
 
@@ -67,7 +79,9 @@ class DecoderLayerCall(nn.Module):
         self._keywords = LayerKeywords.of(layer)
 
     def forward(self, hidden_states: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        out = self.layer(hidden_states, attention_mask=None, position_embeddings=(cos, sin), **self._keywords.nones)
+        out = self.layer(
+            hidden_states, attention_mask=None, position_embeddings=(cos, sin), **self._keywords.nones
+        )
         return out[0] if isinstance(out, tuple) else out
 
 
@@ -85,7 +99,10 @@ class DecoderLayerMaskCall(nn.Module):
 
     def forward(self, hidden_states, cos, sin, attention_mask):
         out = self.layer(
-            hidden_states, attention_mask=attention_mask, position_embeddings=(cos, sin), **self._keywords.nones
+            hidden_states,
+            attention_mask=attention_mask,
+            position_embeddings=(cos, sin),
+            **self._keywords.nones,
         )
         return out[0] if isinstance(out, tuple) else out
 
@@ -108,7 +125,9 @@ def layer_windows(config) -> list[int | None]:
         return [window] * config.num_hidden_layers
     unknown = sorted(set(types) - {"full_attention", "sliding_attention"})
     if unknown:
-        raise TypeError(f"layer types {', '.join(unknown)}: expected full_attention and sliding_attention layers")
+        raise TypeError(
+            f"layer types {', '.join(unknown)}: expected full_attention and sliding_attention layers"
+        )
     return [window if kind == "sliding_attention" else None for kind in types]
 
 
@@ -116,9 +135,11 @@ def needs_mask(config) -> bool:
     """Whether a model's layers must be given their attention mask to be causal: eager attention
     adds the mask to its scores (no mask: every query sees every key), and sliding-window layers
     take their window from it. sdpa and flash attention without a window are causal on their own."""
-    return getattr(config, "_attn_implementation", None) not in ("sdpa", "flash_attention_2", "flash_attention_3") or any(
-        w is not None for w in layer_windows(config)
-    )
+    return getattr(config, "_attn_implementation", None) not in (
+        "sdpa",
+        "flash_attention_2",
+        "flash_attention_3",
+    ) or any(w is not None for w in layer_windows(config))
 
 
 def prefill_call(config) -> type[nn.Module]:
@@ -147,7 +168,9 @@ def causal_mask(
     if window is not None:
         attends &= positions[None, :] > positions[:, None] - window
     if dtype != torch.bool:
-        attends = torch.zeros(attends.shape, dtype=dtype, device=device).masked_fill_(~attends, torch.finfo(dtype).min)
+        attends = torch.zeros(attends.shape, dtype=dtype, device=device).masked_fill_(
+            ~attends, torch.finfo(dtype).min
+        )
     return attends.expand(batch, 1, length, length).contiguous()
 
 
@@ -185,7 +208,9 @@ class DecoderLayerCacheCall(nn.Module):
     def forward(self, hidden_states, cos, sin, past_keys, past_values):
         cache = StepCache(past_keys, past_values)
         keywords = {**self._keywords.nones, self._keywords.cache: cache}
-        out = self.layer(hidden_states, attention_mask=None, position_embeddings=(cos, sin), use_cache=True, **keywords)
+        out = self.layer(
+            hidden_states, attention_mask=None, position_embeddings=(cos, sin), use_cache=True, **keywords
+        )
         return (out[0] if isinstance(out, tuple) else out), cache.keys, cache.values
 
 
@@ -211,7 +236,7 @@ class LayerAdapter(nn.Module):
         self.calls: collections.Counter[str] = collections.Counter()
 
     @classmethod
-    def wrap(cls, layer: nn.Module, generated_class: type, cuda_graphs: str | None = None) -> "LayerAdapter":
+    def wrap(cls, layer: nn.Module, generated_class: type, cuda_graphs: str | None = None) -> LayerAdapter:
         """``layer`` (a bare transformers decoder layer) behind ``generated_class`` (generated from one
         of :data:`LAYER_CALLS` of a layer with the same settings and shapes), sharing its tensors;
         ``cuda_graphs``: the generated module's calls replayed from CUDA graphs (``"fresh"`` or
@@ -238,7 +263,9 @@ class LayerAdapter(nn.Module):
     ):
         cache, masks = self.__dict__.get("cache"), self.__dict__.get("masks")
         reason = self._unserved(
-            attention_mask if masks is None else None, past_key_values if cache is None else None, position_embeddings,
+            attention_mask if masks is None else None,
+            past_key_values if cache is None else None,
+            position_embeddings,
             kwargs,
         )
         if reason is None and cache is not None:
@@ -252,7 +279,9 @@ class LayerAdapter(nn.Module):
             try:
                 position_embeddings = contiguous_rotary(position_embeddings)
                 if masks is not None:
-                    out = generated(hidden_states, *position_embeddings, masks.mask(attention_mask, hidden_states))
+                    out = generated(
+                        hidden_states, *position_embeddings, masks.mask(attention_mask, hidden_states)
+                    )
                 elif cache is None:
                     out = generated(hidden_states, *position_embeddings)
                 else:
@@ -286,13 +315,21 @@ class LayerAdapter(nn.Module):
             return "an attention mask"
         if position_embeddings is None:
             return "no position_embeddings"
-        for name, value in kwargs.items():  # a flag passes; a tensor, a cache (Falcon's layer_past) or a tuple of them does not
+        for (
+            name,
+            value,
+        ) in (
+            kwargs.items()
+        ):  # a flag passes; a tensor, a cache (Falcon's layer_past) or a tuple of them does not
             if not (value is None or isinstance(value, (bool, int, float, str))):
                 return "tensor keyword arguments" if isinstance(value, torch.Tensor) else f"a {name} argument"
         return None
 
     def extra_repr(self) -> str:
-        return f"thunder-aot {type(self.__dict__['generated']).__name__} in front of {type(self.__dict__['layer']).__name__}"
+        return (
+            f"thunder-aot {type(self.__dict__['generated']).__name__} in front of "
+            f"{type(self.__dict__['layer']).__name__}"
+        )
 
 
 class _Masks:
@@ -311,7 +348,10 @@ class _Masks:
         if past_key_values is not None:
             return "a KV cache"
         if attention_mask is not None and (attention_mask.dtype != self.dtype or attention_mask.ndim != 4):
-            return f"a {str(attention_mask.dtype).removeprefix('torch.')} attention mask of rank {attention_mask.ndim}"
+            return (
+                f"a {str(attention_mask.dtype).removeprefix('torch.')} attention mask "
+                f"of rank {attention_mask.ndim}"
+            )
         return None
 
     def mask(self, attention_mask, hidden_states: torch.Tensor) -> torch.Tensor:
@@ -443,7 +483,9 @@ class DecoderStackCall(nn.Module):
 _CONTIGUOUS_ROTARY: list = [None]
 
 
-def contiguous_rotary(position_embeddings: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+def contiguous_rotary(
+    position_embeddings: tuple[torch.Tensor, torch.Tensor],
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``(cos, sin)`` as contiguous tensors, which generated kernels read. Some rotary embeddings
     return strided ones (GPT-OSS's: cos of a transposed product); a model passes the same pair to
     every layer of a forward, so the last pair converted is kept, keyed by the tensors, their
@@ -500,20 +542,27 @@ class LayerStack(nn.Module):
         if call is DecoderLayerCall and needs_mask(model.config):
             raise TypeError(
                 f"LayerStack: {type(model).__name__}'s layers need their attention mask "
-                f"({attention_implementation(model)} attention, sliding windows {sorted(set(map(str, layer_windows(model.config))))}); "
+                f"({attention_implementation(model)} attention, "
+                f"sliding windows {sorted(set(map(str, layer_windows(model.config))))}); "
                 "expected a class generated from DecoderLayerMaskCall"
             )
         self.__dict__["rotary_emb"] = base.rotary_emb
         self.__dict__["norm"] = base.norm
         self.__dict__["lm_head"] = model.lm_head
         layers = [generated_class.from_module(call(layer)) for layer in base.layers]
-        self.__dict__["layers"] = layers if cuda_graphs is None else [g.cuda_graphs(cuda_graphs) for g in layers]
+        self.__dict__["layers"] = (
+            layers if cuda_graphs is None else [g.cuda_graphs(cuda_graphs) for g in layers]
+        )
         self.static_rope = getattr(base.rotary_emb, "rope_type", "default") in STATIC_ROPE_TYPES
         self._tables: dict[tuple[torch.device, torch.dtype], tuple[torch.Tensor, torch.Tensor]] = {}
         #: each layer's sliding window (None: full causal attention); None for layers without a mask input
-        self.windows: list[int | None] | None = layer_windows(model.config) if call is DecoderLayerMaskCall else None
+        self.windows: list[int | None] | None = (
+            layer_windows(model.config) if call is DecoderLayerMaskCall else None
+        )
         if self.windows is not None and len(self.windows) != len(layers):
-            raise TypeError(f"LayerStack: the config names {len(self.windows)} layer types for {len(layers)} layers")
+            raise TypeError(
+                f"LayerStack: the config names {len(self.windows)} layer types for {len(layers)} layers"
+            )
         self.mask_dtype = _mask_dtype(generated_class) if call is DecoderLayerMaskCall else None
         self._masks: collections.OrderedDict[tuple, torch.Tensor] = collections.OrderedDict()
 
@@ -529,7 +578,8 @@ class LayerStack(nn.Module):
             size = 1 << max(length - 1, 1).bit_length()  # grown to a power of two: few recomputations
             positions = torch.arange(size, device=inputs_embeds.device).unsqueeze(0)
             table = self._tables[key] = tuple(
-                t.contiguous() for t in self.__dict__["rotary_emb"](inputs_embeds[:1, :1].expand(1, size, -1), positions)
+                t.contiguous()
+                for t in self.__dict__["rotary_emb"](inputs_embeds[:1, :1].expand(1, size, -1), positions)
             )
         return table[0][:, :length], table[1][:, :length]
 
@@ -582,15 +632,21 @@ class StackAdapter(nn.Module):
     construction (float64 judgement), refusing a model whose forward is not the stack's."""
 
     def __init__(
-        self, model: nn.Module, generated_class: type, check_ids: torch.Tensor | None = None, cuda_graphs: str | None = None
+        self,
+        model: nn.Module,
+        generated_class: type,
+        check_ids: torch.Tensor | None = None,
+        cuda_graphs: str | None = None,
     ) -> None:
         super().__init__()
         adopt_state(self, model)
         self.__dict__["causal_lm"] = model
         if generated_class.__name__ == DecoderStackCall.__name__:
             if cuda_graphs is not None:
-                raise TypeError("StackAdapter: cuda_graphs applies to a stack of generated layers; "
-                                "call .cuda_graphs() on the generated stack module instead")
+                raise TypeError(
+                    "StackAdapter: cuda_graphs applies to a stack of generated layers; "
+                    "call .cuda_graphs() on the generated stack module instead"
+                )
             self.__dict__["generated"] = generated_class.from_module(DecoderStackCall(model))
         else:
             self.__dict__["generated"] = LayerStack(model, generated_class, cuda_graphs)
@@ -599,8 +655,12 @@ class StackAdapter(nn.Module):
             from thunder_aot.verify.judge import check_outputs
 
             with torch.no_grad():
-                check_outputs(LastTokenLogits(model), [check_ids], self(check_ids, use_cache=False, logits_to_keep=1).logits,
-                              f"{type(model).__name__} forward against its decoder stack")
+                check_outputs(
+                    LastTokenLogits(model),
+                    [check_ids],
+                    self(check_ids, use_cache=False, logits_to_keep=1).logits,
+                    f"{type(model).__name__} forward against its decoder stack",
+                )
 
     @property
     def config(self):
@@ -639,4 +699,3 @@ class LastTokenLogits(nn.Module):
 
     def forward(self, input_ids):
         return self.model(input_ids, use_cache=False, logits_to_keep=1).logits
-

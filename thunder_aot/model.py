@@ -10,7 +10,6 @@ dimension (times a constant), so that one program serves every shape in its buck
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
 
 
 @dataclass(frozen=True, order=True)
@@ -39,7 +38,7 @@ class SymDim:
         return text if text == self.name else f"({text})"
 
 
-Dim = Union[int, SymDim]
+Dim = int | SymDim
 
 
 def dim_value(dim: Dim, env: dict[str, int]) -> int:
@@ -95,7 +94,7 @@ class SizeArg:
 
 @dataclass(frozen=True)
 class Seq:
-    items: tuple["Arg", ...]
+    items: tuple[Arg, ...]
     is_list: bool = False
 
 
@@ -110,9 +109,9 @@ class TorchName:
 class SliceArg:
     """A Python ``slice`` argument (``x[:, :k]`` left to torch): its bounds as arguments."""
 
-    start: "Arg"
-    stop: "Arg"
-    step: "Arg"
+    start: Arg
+    stop: Arg
+    step: Arg
 
 
 @dataclass(frozen=True)
@@ -120,7 +119,7 @@ class DeviceArg:
     """The device the program runs on (taken from its first tensor input at run time)."""
 
 
-Arg = Union[Ref, Const, DType, SizeArg, Seq, SliceArg, DeviceArg, TorchName]
+Arg = Ref | Const | DType | SizeArg | Seq | SliceArg | DeviceArg | TorchName
 
 
 @dataclass(frozen=True)
@@ -163,7 +162,7 @@ class Region:
     #: the torch calls the region came from (the user's calls as Thunder recorded them before
     #: decomposing them into ``ops``): what it runs as where a backend cannot make it a kernel;
     #: empty where Thunder's torch executor could not take them whole
-    source_calls: tuple["TorchCall", ...] = ()
+    source_calls: tuple[TorchCall, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -177,7 +176,7 @@ class TorchCall:
     source: SourceRef | None = None
 
 
-Step = Union[Region, TorchCall]
+Step = Region | TorchCall
 
 
 #: prims whose output may share its input's memory (a view of it, as torch ops render them and as

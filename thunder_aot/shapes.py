@@ -81,20 +81,43 @@ MAX_ELEMENTS = 2**31
 def _size(text: str, here: str) -> int:
     size = int(text) if len(text) <= 12 else MAX_SIZE + 1
     if size > MAX_SIZE:
-        raise ExportError(f"{here}: size {text[:20]}{'...' if len(text) > 20 else ''} is too large; expected at most {MAX_SIZE}")
+        raise ExportError(
+            f"{here}: size {text[:20]}{'...' if len(text) > 20 else ''} is too large; "
+            f"expected at most {MAX_SIZE}"
+        )
     return size
 
 
 def _dim_name(name: str, here: str) -> str:
-    if keyword.iskeyword(name) or keyword.issoftkeyword(name) or name in RESERVED_DIM_NAMES or name.startswith("_"):
-        raise ExportError(f"{here}: {name!r} cannot name a dynamic dim; expected a plain name such as S or seq")
+    if (
+        keyword.iskeyword(name)
+        or keyword.issoftkeyword(name)
+        or name in RESERVED_DIM_NAMES
+        or name.startswith("_")
+    ):
+        raise ExportError(
+            f"{here}: {name!r} cannot name a dynamic dim; expected a plain name such as S or seq"
+        )
     return name
 
 
 #: names the generated code binds itself (a dim of that name would shadow them)
 RESERVED_DIM_NAMES = frozenset(
     set(dir(builtins))
-    | {"torch", "triton", "tl", "fd", "program", "fast", "state", "device", "error", "forward", "shape", "dtype"}
+    | {
+        "torch",
+        "triton",
+        "tl",
+        "fd",
+        "program",
+        "fast",
+        "state",
+        "device",
+        "error",
+        "forward",
+        "shape",
+        "dtype",
+    }
     | {"row", "rows", "cols", "mask", "lanes", "in_rows", "start", "N", "BLOCK"}
 )
 
@@ -126,7 +149,9 @@ def _split_dims(text: str, where: str) -> list[str]:
         tokens.append(tok)
         expect_dim = False
     if pos != len(text) or expect_dim:
-        raise ExportError(f"{where}: expected a size after 'x' in {text!r}" if tokens else f"{where}: empty shape")
+        raise ExportError(
+            f"{where}: expected a size after 'x' in {text!r}" if tokens else f"{where}: empty shape"
+        )
     return tokens
 
 
@@ -172,16 +197,21 @@ def _parse_bucket(text: str, where: str) -> Bucket:
             elif m := _REF.match(tok):
                 name = m.group(1)
                 if name not in ranges:
-                    raise ExportError(f"{here}: [{name}] refers to no dynamic dim defined before it; expected [{name}=LO..HI] first")
+                    raise ExportError(
+                        f"{here}: [{name}] refers to no dynamic dim defined before it; "
+                        f"expected [{name}=LO..HI] first"
+                    )
                 dims.append(SymDim(name))
             else:
-                raise ExportError(f"{here}: cannot read size {tok!r}; expected N, [LO..HI], [NAME=LO..HI] or [NAME]")
+                raise ExportError(
+                    f"{here}: cannot read size {tok!r}; expected N, [LO..HI], [NAME=LO..HI] or [NAME]"
+                )
         spec = TensorSpec(tuple(dims), dtype)
         elements = math.prod(d if isinstance(d, int) else ranges[d.name].hi for d in dims)
         if elements > MAX_ELEMENTS:
             raise ExportError(
-                f"{here}: up to {elements} elements at the bucket's largest sizes; expected at most {MAX_ELEMENTS} "
-                "(export traces and verifies the module at those sizes)"
+                f"{here}: up to {elements} elements at the bucket's largest sizes; "
+                f"expected at most {MAX_ELEMENTS} (export traces and verifies the module at those sizes)"
             )
         specs.append(spec)
     return Bucket(tuple(specs), tuple(ranges[n] for n in order), tuple(values) if any(values) else ())
@@ -206,10 +236,15 @@ def _check_value_range(value_range: tuple[int, int], dtype: str, where: str) -> 
 
     kind = getattr(torch, dtype)
     if kind.is_floating_point or kind == torch.bool:
-        raise ExportError(f"{where}: a value range [LO..HI] is for integer inputs; expected an integer dtype, not {dtype}")
+        raise ExportError(
+            f"{where}: a value range [LO..HI] is for integer inputs; expected an integer dtype, not {dtype}"
+        )
     info = torch.iinfo(kind)
     if value_range[0] < info.min or value_range[1] > info.max:
-        raise ExportError(f"{where}: value range [{value_range[0]}..{value_range[1]}] exceeds {dtype} ({info.min}..{info.max})")
+        raise ExportError(
+            f"{where}: value range [{value_range[0]}..{value_range[1]}] "
+            f"exceeds {dtype} ({info.min}..{info.max})"
+        )
 
 
 def parse_shapes(texts: str | Iterable[str]) -> list[Bucket]:
@@ -250,7 +285,9 @@ def format_bucket(bucket: Bucket) -> str:
     for i, spec in enumerate(bucket.inputs):
         dims = "x".join(format_dim(d, ranges, seen) for d in spec.shape)
         value_range = bucket.value_range(i)
-        parts.append(f"{dims}:{spec.dtype}" + (f"[{value_range[0]}..{value_range[1]}]" if value_range else ""))
+        parts.append(
+            f"{dims}:{spec.dtype}" + (f"[{value_range[0]}..{value_range[1]}]" if value_range else "")
+        )
     return ", ".join(parts)
 
 

@@ -34,7 +34,9 @@ def replace(
     chosen = [name for name, module in model.named_modules() if name and selected(name, module)]
     # a submodule inside one already chosen goes with its parent
     chosen = [n for n in chosen if not any(n.startswith(p + ".") for p in chosen if p != n)]
-    new = {name: _replacement(model.get_submodule(name), generated, cuda_graphs) for name in chosen}  # check all first
+    new = {
+        name: _replacement(model.get_submodule(name), generated, cuda_graphs) for name in chosen
+    }  # check all first
     for name, module in new.items():
         parent_name, _, leaf = name.rpartition(".")
         setattr(model.get_submodule(parent_name) if parent_name else model, leaf, module)
@@ -47,8 +49,9 @@ def _replacement(module: torch.nn.Module, generated: type, cuda_graphs: str | No
     call = LAYER_CALLS.get(generated.__name__)
     if cuda_graphs is not None and call is DecoderLayerCacheCall:
         raise ValueError(
-            "replace: cuda_graphs with a KV-cache layer would capture a graph per cache length (its inputs grow "
-            "every step); capture the serving loop's own graph instead (the generated modules run inside it)"
+            "replace: cuda_graphs with a KV-cache layer would capture a graph per cache length "
+            "(its inputs grow every step); capture the serving loop's own graph instead "
+            "(the generated modules run inside it)"
         )
     if call is not None and not isinstance(module, tuple(LAYER_CALLS.values())):
         return LayerAdapter.wrap(module, generated, cuda_graphs)

@@ -28,14 +28,21 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(1)
     source = rmsnorm().cuda()
-    a, b = (load_module_from_text(Path(p).read_text(), f"ab_{i}").GptOssRMSNorm.from_module(source) for i, p in enumerate((args.a, args.b)))
+    a, b = (
+        load_module_from_text(Path(p).read_text(), f"ab_{i}").GptOssRMSNorm.from_module(source)
+        for i, p in enumerate((args.a, args.b))
+    )
     print("| S | A µs | B µs | B / A |\n|---|---|---|---|")
     for s in [int(v) for v in args.sizes.split(",")]:
         x = torch.randn(1, s, 2880, device="cuda", dtype=torch.bfloat16)
         torch.testing.assert_close(a(x), b(x))
         times = interleaved_times({"a": lambda: a(x), "b": lambda: b(x)}, args.rounds, 0.1)
         ratio = statistics.median(tb / ta for ta, tb in zip(times["a"], times["b"]))
-        print(f"| {s} | {statistics.median(times['a']):.2f} | {statistics.median(times['b']):.2f} | {ratio:.2f} |", flush=True)
+        print(
+            f"| {s} | {statistics.median(times['a']):.2f} | "
+            f"{statistics.median(times['b']):.2f} | {ratio:.2f} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -27,13 +27,24 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--out")
     args = ap.parse_args()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    lines = ["# `thunder-aot --help` wall time (fresh process each run)", "",
-             f"Command: `python3 tools/cli_help_time.py --runs {args.runs}`; tree {commit} (+ uncommitted changes, if any)", "",
-             "| command | median s | runs (s) |", "|---|---|---|"]
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
+    lines = [
+        "# `thunder-aot --help` wall time (fresh process each run)",
+        "",
+        f"Command: `python3 tools/cli_help_time.py --runs {args.runs}`; "
+        f"tree {commit} (+ uncommitted changes, if any)",
+        "",
+        "| command | median s | runs (s) |",
+        "|---|---|---|",
+    ]
     for argv in (["--help"], ["export", "--help"], ["--version"]):
         runs = [seconds(argv) for _ in range(args.runs)]
-        lines.append(f"| `thunder-aot {' '.join(argv)}` | {statistics.median(runs):.3f} | {', '.join(f'{r:.3f}' for r in runs)} |")
+        lines.append(
+            f"| `thunder-aot {' '.join(argv)}` | {statistics.median(runs):.3f} | "
+            f"{', '.join(f'{r:.3f}' for r in runs)} |"
+        )
         print(lines[-1], flush=True)
     if args.out:
         Path(args.out).write_text("\n".join(lines) + "\n")

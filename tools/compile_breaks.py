@@ -45,7 +45,9 @@ def main() -> None:
             module = resolve_module(source).eval().cuda()
             for dynamic in args.dynamic.split(","):
                 flag = {"none": None, "true": True, "false": False}[dynamic]
-                gen = load_module_from_text((Path("generated") / f"{stem}_triton.py").read_text(), f"breaks_{stem}_{dynamic}")
+                gen = load_module_from_text(
+                    (Path("generated") / f"{stem}_triton.py").read_text(), f"breaks_{stem}_{dynamic}"
+                )
                 aot = getattr(gen, type(module).__name__).from_module(module)
                 torch._dynamo.reset()
                 for size in [int(s) for s in args.sizes.split(",")]:
@@ -57,12 +59,20 @@ def main() -> None:
                         whole = f"no: {type(e).__name__}: {str(e).splitlines()[0][:160]}"
                         got = torch.compile(aot, dynamic=flag)(*x)
                     want = module(*x)
-                    same = all(torch.allclose(g.float(), w.float(), rtol=2e-2, atol=2e-2, equal_nan=True)
-                               for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)))
+                    same = all(
+                        torch.allclose(g.float(), w.float(), rtol=2e-2, atol=2e-2, equal_nan=True)
+                        for g, w in zip(
+                            got if isinstance(got, tuple) else (got,),
+                            want if isinstance(want, tuple) else (want,),
+                        )
+                    )
                     reasons = sorted({str(b.reason).splitlines()[0][:160] for b in explained.break_reasons})
-                    print(f"{stem} dynamic={dynamic} size={size}: one_graph={whole} matches_eager={same} "
-                          f"explain(automatic dynamic): graphs={explained.graph_count} "
-                          f"breaks={explained.graph_break_count} reasons={reasons}", flush=True)
+                    print(
+                        f"{stem} dynamic={dynamic} size={size}: one_graph={whole} matches_eager={same} "
+                        f"explain(automatic dynamic): graphs={explained.graph_count} "
+                        f"breaks={explained.graph_break_count} reasons={reasons}",
+                        flush=True,
+                    )
 
 
 if __name__ == "__main__":

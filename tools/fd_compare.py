@@ -37,7 +37,16 @@ def main() -> None:
         fargs = [x, source.weight]
         ours.execute(fargs)
         if s == 1024:
-            report += ["## Thunder's FusionDefinition (S=1024)", "```python", repr(thunder_fd), "```", "## ours", "```python", repr(ours.fd), "```"]
+            report += [
+                "## Thunder's FusionDefinition (S=1024)",
+                "```python",
+                repr(thunder_fd),
+                "```",
+                "## ours",
+                "```python",
+                repr(ours.fd),
+                "```",
+            ]
         cases = {
             "thunder fd.execute(list)": lambda: thunder_fd.execute(fargs),
             "our fd.execute(list)": lambda: ours.execute(fargs),

@@ -17,31 +17,52 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-CONFIGS = ["all passes", "no join", "no join, no gather", "no join, no gather, no write-back",
-           "none, tl.max for amax"]
+CONFIGS = [
+    "all passes",
+    "no join",
+    "no join, no gather",
+    "no join, no gather, no write-back",
+    "none, tl.max for amax",
+]
 
 
 def _export(config: str) -> str:
     import thunder_aot.exporter.writeback as writeback
-    from thunder_aot.backends.triton import TritonBackend
-    from thunder_aot.backends.triton import lowering
-    from thunder_aot.exporter import ExportRequest, export
     from tests.test_real_models import GPT_OSS_MASK_SHAPES
+    from thunder_aot.backends.triton import TritonBackend, lowering
+    from thunder_aot.exporter import ExportRequest, export
 
-    saved = (TritonBackend.joins_regions, TritonBackend.gathers_region_inputs, writeback.drop_unobserved_write_backs,
-             dict(lowering._REDUCE_IDENTITY), dict(lowering._COMBINE))
+    saved = (
+        TritonBackend.joins_regions,
+        TritonBackend.gathers_region_inputs,
+        writeback.drop_unobserved_write_backs,
+        dict(lowering._REDUCE_IDENTITY),
+        dict(lowering._COMBINE),
+    )
     try:
         TritonBackend.joins_regions = "join" not in config and not config.startswith("none")
         TritonBackend.gathers_region_inputs = "gather" not in config and not config.startswith("none")
         if "write-back" in config or config.startswith("none"):
             writeback.drop_unobserved_write_backs = lambda bp: bp
         if "tl.max" in config:
-            lowering._REDUCE_IDENTITY.update({"amax": ("tl.max", 'float("-inf")'), "amin": ("tl.min", 'float("inf")')})
+            lowering._REDUCE_IDENTITY.update(
+                {"amax": ("tl.max", 'float("-inf")'), "amin": ("tl.min", 'float("inf")')}
+            )
             lowering._COMBINE.update({"tl.max": "tl.maximum({}, {})", "tl.min": "tl.minimum({}, {})"})
-        return export(ExportRequest("thunder_aot.examples.hf:gpt_oss_small_decoder_layer_mask", (GPT_OSS_MASK_SHAPES,),
-                                    backend="triton"), verify=False)
+        return export(
+            ExportRequest(
+                "thunder_aot.examples.hf:gpt_oss_small_decoder_layer_mask",
+                (GPT_OSS_MASK_SHAPES,),
+                backend="triton",
+            ),
+            verify=False,
+        )
     finally:
-        TritonBackend.joins_regions, TritonBackend.gathers_region_inputs, writeback.drop_unobserved_write_backs = saved[:3]
+        (
+            TritonBackend.joins_regions,
+            TritonBackend.gathers_region_inputs,
+            writeback.drop_unobserved_write_backs,
+        ) = saved[:3]
         for table, before in ((lowering._REDUCE_IDENTITY, saved[3]), (lowering._COMBINE, saved[4])):
             table.clear()
             table.update(before)
@@ -75,12 +96,12 @@ def main() -> int:
             exact = exact[0] if isinstance(exact, (tuple, list)) else exact
             cases.append((tokens, seed, ids, eager, exact))
             print(f"S={tokens} seed={seed}: eager error {_rms(eager, exact):.4f}", flush=True)
-    for config in CONFIGS[:args.configs]:
+    for config in CONFIGS[: args.configs]:
         gen = load_module_from_text(_export(config), f"probe_{CONFIGS.index(config)}")
         adapter = StackAdapter(model, gen.DecoderLayerMaskCall)
         errors = []
         with torch.no_grad():
-            for tokens, seed, ids, eager, exact in cases:
+            for _tokens, _seed, ids, eager, exact in cases:
                 got = adapter(ids, use_cache=False, logits_to_keep=1).logits[:, -1]
                 errors.append(f"{_rms(got.reshape(exact.shape), exact) / max(_rms(eager, exact), 1e-12):.2f}")
         print(f"{config}: error / eager's per case: {' '.join(errors)}", flush=True)

@@ -18,15 +18,22 @@ import statistics
 from pathlib import Path
 
 import torch
+from thunder_aot.resolve import resolve_module
 
 from thunder_aot.bench import bare_launches, interleaved_times, points_for, print_table
 from thunder_aot.cli import regenerate_command
-from thunder_aot.resolve import resolve_module
 from thunder_aot.shapes import parse_shapes
 from thunder_aot.verify import load_module_from_text, random_inputs
 
 #: module stem -> the size of the dynamic dim (tokens) to time at
-STEMS = {"rmsnorm": 128, "gelu_gate": 128, "layer_norm": 128, "residual_rmsnorm": 128, "rotary": 128, "softmax": 128}
+STEMS = {
+    "rmsnorm": 128,
+    "gelu_gate": 128,
+    "layer_norm": 128,
+    "residual_rmsnorm": 128,
+    "rotary": 128,
+    "softmax": 128,
+}
 
 
 def module_case(stem: str, size: int, device: str = "cuda"):
@@ -46,7 +53,8 @@ def module_case(stem: str, size: int, device: str = "cuda"):
 
 
 def forward_arguments(gen, aot, inputs) -> tuple:
-    """What the module passes to the generated ``forward`` function: its inputs, then parameters and buffers."""
+    """What the module passes to the generated ``forward`` function: its inputs, then parameters and
+    buffers."""
     seen, real = [], gen.forward
     gen.forward = lambda *a: seen.append(a) or real(*a)
     try:
@@ -65,7 +73,10 @@ def main() -> None:
     torch.set_num_threads(1)
     torch.set_grad_enabled(False)
     names = ["bare launch", "bare launch, int pointers", "guard", "_FAST lookup", "forward()", "module()"]
-    lines = ["| module | inputs | " + " | ".join(names) + " | module / bare | module - int-pointer launch |", "|---" * (len(names) + 4) + "|"]
+    lines = [
+        "| module | inputs | " + " | ".join(names) + " | module / bare | module - int-pointer launch |",
+        "|---" * (len(names) + 4) + "|",
+    ]
     for stem, size in STEMS.items():
         gen, aot, inputs, label = module_case(stem, size)
         aot(*inputs)
@@ -80,9 +91,19 @@ def main() -> None:
             names[4]: lambda: gen.forward(*forward_args),
             names[5]: lambda: aot(*inputs),
         }
-        row = {k: statistics.median(v) for k, v in interleaved_times(cases, args.rounds, args.min_run_time).items()}
-        ratio, extra = row["module()"] / row["bare launch"], row["module()"] - row["bare launch, int pointers"]
-        lines.append(f"| {stem} | {label} | " + " | ".join(f"{v:.2f}" for v in row.values()) + f" | {ratio:.2f} | {extra:.2f} |")
+        row = {
+            k: statistics.median(v)
+            for k, v in interleaved_times(cases, args.rounds, args.min_run_time).items()
+        }
+        ratio, extra = (
+            row["module()"] / row["bare launch"],
+            row["module()"] - row["bare launch, int pointers"],
+        )
+        lines.append(
+            f"| {stem} | {label} | "
+            + " | ".join(f"{v:.2f}" for v in row.values())
+            + f" | {ratio:.2f} | {extra:.2f} |"
+        )
         print(lines[-1], flush=True)
     print_table(lines, args.out)
 

@@ -52,9 +52,12 @@ def main() -> None:
         "_empty_strided_cuda": lambda: empty(size, stride, torch.bfloat16),
         "torch.empty_like(x)": lambda: torch.empty_like(x),
         "Python call, 10 args": lambda: ten(1, 2, 3, 4, 5, 6, 7, 8, 9, 10),
-        "module.__call__ checks (hooks)": lambda: aot.__dict__["_forward_pre_hooks"] or aot.__dict__["_forward_hooks"]
-        or aot.__dict__["_backward_pre_hooks"] or aot.__dict__["_backward_hooks"] or aot.__dict__.get("_compiled_call_impl")
-        is not None or "forward" in aot.__dict__,
+        "module.__call__ checks (hooks)": lambda: aot.__dict__["_forward_pre_hooks"]
+        or aot.__dict__["_forward_hooks"]
+        or aot.__dict__["_backward_pre_hooks"]
+        or aot.__dict__["_backward_hooks"]
+        or aot.__dict__.get("_compiled_call_impl") is not None
+        or "forward" in aot.__dict__,
         "forward(x, w)": lambda: gen.forward(x, w),
         "module(x)": lambda: aot(x),
     }

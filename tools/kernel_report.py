@@ -28,8 +28,15 @@ def _short(dtype) -> str:
     import torch
 
     return {
-        torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32", torch.float64: "fp64",
-        torch.int64: "i64", torch.int32: "i32", torch.int16: "i16", torch.int8: "i8", torch.uint8: "u8",
+        torch.bfloat16: "bf16",
+        torch.float16: "fp16",
+        torch.float32: "fp32",
+        torch.float64: "fp64",
+        torch.int64: "i64",
+        torch.int32: "i32",
+        torch.int16: "i16",
+        torch.int8: "i8",
+        torch.uint8: "u8",
         torch.bool: "i1",
     }[dtype]
 
@@ -57,17 +64,30 @@ def record_launches(path: str, source: str, shapes: str, size: int = 3) -> list[
     (bucket,) = parse_shapes([shapes])
     env = {r.name: min(r.hi, max(r.lo, size)) for r in bucket.dims}
     torch.manual_seed(0)
-    inputs = [torch.randn(tuple(d if isinstance(d, int) else d.at(env) for d in spec.shape)).to(getattr(torch, spec.dtype))
-              for spec in bucket.inputs]
-    cls = next(v for v in vars(generated).values() if isinstance(v, type) and v.__module__ == generated.__name__
-               and hasattr(v, "from_module"))
+    inputs = [
+        torch.randn(tuple(d if isinstance(d, int) else d.at(env) for d in spec.shape)).to(
+            getattr(torch, spec.dtype)
+        )
+        for spec in bucket.inputs
+    ]
+    cls = next(
+        v
+        for v in vars(generated).values()
+        if isinstance(v, type) and v.__module__ == generated.__name__ and hasattr(v, "from_module")
+    )
     module = cls.from_module(resolve_module(source))
     seen: dict[str, dict] = {}
     original = rt.Kernel.launch
 
     def launch(self, programs, args, raw, misaligned, n):
-        types = [("*" + _short(a.dtype)) if isinstance(a, torch.Tensor) else ("i64" if abs(int(a)) >= 2**31 else "i32")
-                 for a in args]
+        types = [
+            (
+                ("*" + _short(a.dtype))
+                if isinstance(a, torch.Tensor)
+                else ("i64" if abs(int(a)) >= 2**31 else "i32")
+            )
+            for a in args
+        ]
         seen.setdefault(names[id(self)], {"kernel": names[id(self)], "args": types, "n": int(n)})
         return original(self, programs, args, raw, misaligned, n)
 
@@ -98,22 +118,36 @@ def compile_report(kernel, record: dict, arch: int = 90) -> dict:
             if param.name == "N":
                 constexprs["N"] = record["n"]
             continue
-        kind = "i64" if param.name == "N" and abs(record["n"]) >= 2**31 else "i32" if param.name == "N" else types.pop(0)
+        kind = (
+            "i64"
+            if param.name == "N" and abs(record["n"]) >= 2**31
+            else "i32" if param.name == "N" else types.pop(0)
+        )
         signature[param.name] = kind
         if kind.startswith("*"):
             attrs[(i,)] = [["tt.divisibility", 16]]
-    compiled = triton.compile(ASTSource(fn, signature, constexprs, attrs), target=GPUTarget("cuda", arch, 32),
-                              options={"num_warps": kernel.num_warps})
+    compiled = triton.compile(
+        ASTSource(fn, signature, constexprs, attrs),
+        target=GPUTarget("cuda", arch, 32),
+        options={"num_warps": kernel.num_warps},
+    )
     ptx = compiled.asm["ptx"]
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "k.ptx")
         with open(path, "w") as f:
             f.write(ptx)
-        done = subprocess.run([get_ptxas(arch).path, "-v", f"--gpu-name=sm_{arch}a", path, "-o", os.path.join(tmp, "k.o")],
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            [get_ptxas(arch).path, "-v", f"--gpu-name=sm_{arch}a", path, "-o", os.path.join(tmp, "k.o")],
+            capture_output=True,
+            text=True,
+        )
     regs = re.search(r"Used (\d+) registers", done.stderr)
     spills = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", done.stderr)
-    body = [line for line in ptx.splitlines() if line.startswith("\t") and not line.strip().startswith(("//", "."))]
+    body = [
+        line
+        for line in ptx.splitlines()
+        if line.startswith("\t") and not line.strip().startswith(("//", "."))
+    ]
     return {
         "kernel": record["kernel"],
         "warps": kernel.num_warps,
@@ -145,9 +179,23 @@ def main() -> None:
     if ns.record:
         print(json.dumps(record_launches(ns.module, ns.source, ns.inputs, ns.size)))
         return
-    child = subprocess.run([sys.executable, __file__, ns.module, "--source", ns.source, "--inputs", ns.inputs,
-                            "--size", str(ns.size), "--record"],
-                           env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True, text=True)
+    child = subprocess.run(
+        [
+            sys.executable,
+            __file__,
+            ns.module,
+            "--source",
+            ns.source,
+            "--inputs",
+            ns.inputs,
+            "--size",
+            str(ns.size),
+            "--record",
+        ],
+        env={**os.environ, "TRITON_INTERPRET": "1"},
+        capture_output=True,
+        text=True,
+    )
     if child.returncode:
         sys.exit(child.stderr[-3000:])
     records = json.loads(child.stdout.strip().splitlines()[-1])

@@ -67,7 +67,12 @@ def main() -> int:
         systems[f"thunder-aot({backend})"] = getattr(gen, type(module).__name__).from_module(module)
     (bucket,) = parse_shapes([args.shapes])[:1]
     name = bucket.dims[0].name
-    lines = [f"# Device time by kernel: {args.source}", "", f"    python3 tools/layer_profile.py {' '.join(sys.argv[1:])}", ""]
+    lines = [
+        f"# Device time by kernel: {args.source}",
+        "",
+        f"    python3 tools/layer_profile.py {' '.join(sys.argv[1:])}",
+        "",
+    ]
     generator = torch.Generator().manual_seed(0)
     for size in map(int, args.sizes.split(",")):
         env = {name: size}
@@ -79,14 +84,20 @@ def main() -> int:
                 total = sum(t for t, _ in times.values())
                 gemm = sum(t for k, (t, _) in times.items() if any(m in k.lower() for m in GEMM_MARKERS))
                 launches = sum(c for _, c in times.values())
-                lines.append(f"### {system}: {total:.1f} µs per call ({gemm:.1f} in matmuls), {launches:.0f} kernels per call")
+                lines.append(
+                    f"### {system}: {total:.1f} µs per call ({gemm:.1f} in matmuls), "
+                    f"{launches:.0f} kernels per call"
+                )
                 lines.append("")
                 lines.append("| µs | per call | kernel |")
                 lines.append("|---|---|---|")
                 for kernel, (t, c) in sorted(times.items(), key=lambda kv: -kv[1][0])[: args.top]:
                     lines.append(f"| {t:.1f} | {c:g} | `{kernel[:110]}` |")
                 lines.append("")
-                print(f"{name}={size} {system}: {total:.1f} µs ({gemm:.1f} matmul), {launches:.0f} kernels", flush=True)
+                print(
+                    f"{name}={size} {system}: {total:.1f} µs ({gemm:.1f} matmul), {launches:.0f} kernels",
+                    flush=True,
+                )
     text = "\n".join(lines) + "\n"
     if args.out:
         Path(args.out).write_text(text)

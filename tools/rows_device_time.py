@@ -1,9 +1,10 @@
-"""Device time of one module's Triton and nvFuser exports at one large size, side by side, without
+r"""Device time of one module's Triton and nvFuser exports at one large size, side by side, without
 the bench's other systems (issue 17: every Triton module of generated/ within 1.1x of the nvFuser
 module's device time at 16384 rows or more). The bench's own run at 16384x16384 and 16384x32000
 spent its step limit compiling torch.compile and checking every system on CPU-made inputs.
 
-    . .gpu/env.sh && python3 tools/rows_device_time.py SOURCE SHAPES SIZE [--variants] [--rounds 5] [--out FILE]
+    . .gpu/env.sh && python3 tools/rows_device_time.py SOURCE SHAPES SIZE \
+        [--variants] [--rounds 5] [--out FILE]
 
 Both exports are checked against a float64 run of the source on the same inputs (random, on the
 GPU) before they are timed. ``--variants`` also times Triton kernel variants made by editing the
@@ -53,7 +54,11 @@ def variants(text: str, size: int) -> dict[str, str]:
         for base, label in ((text, ""), (fixed, "N constexpr, "), (neighbours, "broadcast rows adjacent, ")):
             if label and (base == text or factor in (0.5, 8)):
                 continue
-            more = re.sub(r"num_warps=(\d+)(?=[,)])", lambda m: f"num_warps={max(1, min(32, int(int(m[1]) * factor)))}", base)
+            more = re.sub(
+                r"num_warps=(\d+)(?=[,)])",
+                lambda m: f"num_warps={max(1, min(32, int(int(m[1]) * factor)))}",
+                base,
+            )
             if more != base:
                 out[f"{label}warps {'/2' if factor == 0.5 else f'x{factor}'}"] = more
     return out
@@ -75,7 +80,12 @@ def main() -> None:
     module = resolve_module(args.source).eval().cuda()
     gen = torch.Generator(device="cuda").manual_seed(0)
     inputs = [
-        torch.randn([dim_value(d, env) for d in spec.shape], device="cuda", dtype=getattr(torch, spec.dtype), generator=gen)
+        torch.randn(
+            [dim_value(d, env) for d in spec.shape],
+            device="cuda",
+            dtype=getattr(torch, spec.dtype),
+            generator=gen,
+        )
         for spec in bucket.inputs
     ]
     reference = reference64(module, inputs)
@@ -88,9 +98,13 @@ def main() -> None:
         if backend == "triton" and args.variants:
             texts |= {f"thunder-aot(triton), {k}": v for k, v in variants(text, args.size).items()}
         for k, (name, body) in enumerate(texts.items()):
-            aot = getattr(load_module_from_text(body, f"rows_{backend}_{k}"), type(module).__name__).from_module(module)
+            aot = getattr(
+                load_module_from_text(body, f"rows_{backend}_{k}"), type(module).__name__
+            ).from_module(module)
             got = aot(*inputs)
-            got, want = (got if isinstance(got, tuple) else (got,)), (reference if isinstance(reference, tuple) else (reference,))
+            got, want = (got if isinstance(got, tuple) else (got,)), (
+                reference if isinstance(reference, tuple) else (reference,)
+            )
             errors = [float((g.double() - w).norm() / w.norm()) for g, w in zip(got, want)]
             systems[name] = (lambda aot=aot: aot(*inputs), errors)
     samples = {name: [] for name in systems}
@@ -99,11 +113,18 @@ def main() -> None:
             samples[name].append(device_time_us(call))
     base = statistics.median(samples["thunder-aot(nvfuser)"])
     shapes = ", ".join("x".join(str(dim_value(d, env)) for d in s.shape) for s in bucket.inputs)
-    lines = [f"{args.source} at {shapes}: device µs per call (CUDA events, 50 back-to-back calls, median of {args.rounds} rounds)", "",
-             "| system | device µs | / nvFuser | rel. error vs float64 |", "|---|---|---|---|"]
+    lines = [
+        f"{args.source} at {shapes}: device µs per call "
+        f"(CUDA events, 50 back-to-back calls, median of {args.rounds} rounds)",
+        "",
+        "| system | device µs | / nvFuser | rel. error vs float64 |",
+        "|---|---|---|---|",
+    ]
     for name, times in samples.items():
         t = statistics.median(times)
-        lines.append(f"| {name} | {t:.2f} | {t / base:.2f} | {', '.join(f'{e:.1e}' for e in systems[name][1])} |")
+        lines.append(
+            f"| {name} | {t:.2f} | {t / base:.2f} | {', '.join(f'{e:.1e}' for e in systems[name][1])} |"
+        )
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

@@ -48,7 +48,9 @@ def main() -> int:
     gen = load_module_from_text(Path(args.generated).read_text(), "seed_generated")
     aot = gen.GptOssRMSNorm.from_module(source)
     # the same export without its per-call checks (--unchecked), for the cost of the checks
-    unchecked_text = export(ExportRequest(SOURCE, (SEED_SHAPES,), backend="nvfuser", checks=False), verify=False)
+    unchecked_text = export(
+        ExportRequest(SOURCE, (SEED_SHAPES,), backend="nvfuser", checks=False), verify=False
+    )
     unchecked = load_module_from_text(unchecked_text, "seed_unchecked").GptOssRMSNorm.from_module(source)
     results = []
     rows = {}
@@ -78,19 +80,30 @@ def main() -> int:
         for name, fn in systems.items():
             out = fn()
             out = out[0] if isinstance(out, (list, tuple)) else out
-            torch.testing.assert_close(out, expected, rtol=1.6e-2, atol=1e-2, msg=lambda m: f"{name} at S={s}: {m}")
+            torch.testing.assert_close(
+                out, expected, rtol=1.6e-2, atol=1e-2, msg=lambda m: f"{name} at S={s}: {m}"
+            )
         # rounds interleave the systems, so this shared machine's drift hits all of them alike;
         # the ratio to FD is taken within each round, then the median over rounds is reported
         per_round: dict[str, list[float]] = {name: [] for name in systems}
         last = {}
         for _ in range(args.rounds):
             for name, fn in systems.items():
-                m = Timer(stmt="fn()", globals={"fn": fn}, label="RMSNorm", description=name, sub_label=f"[1, {s}, 2880]").blocked_autorange(min_run_time=args.min_run_time)
+                m = Timer(
+                    stmt="fn()",
+                    globals={"fn": fn},
+                    label="RMSNorm",
+                    description=name,
+                    sub_label=f"[1, {s}, 2880]",
+                ).blocked_autorange(min_run_time=args.min_run_time)
                 per_round[name].append(m.median * 1e6)
                 last[name] = m
         results.extend(last.values())
         row = {name: statistics.median(v) for name, v in per_round.items()}
-        for name, column in (("thunder-aot(nvfuser)", "aot / FD"), ("thunder-aot(nvfuser, unchecked)", "unchecked / FD")):
+        for name, column in (
+            ("thunder-aot(nvfuser)", "aot / FD"),
+            ("thunder-aot(nvfuser, unchecked)", "unchecked / FD"),
+        ):
             row[column] = statistics.median(a / f for a, f in zip(per_round[name], per_round["FD"]))
         rows[s] = row
         print(f"S={s}: " + ", ".join(f"{k} {v:.2f}" for k, v in row.items()), flush=True)
@@ -102,11 +115,20 @@ def main() -> int:
 
 def write(out: Path, rows: dict) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "us_per_call": rows}, indent=1))
+    out.with_suffix(".json").write_text(
+        json.dumps(
+            {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "us_per_call": rows},
+            indent=1,
+        )
+    )
     names = list(next(iter(rows.values())))
     lines = ["| S | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
     for s, row in rows.items():
-        lines.append(f"| {s} | " + " | ".join(f"{row[n]:.2f}" if n.endswith(" / FD") else f"{row[n]:.1f}" for n in names) + " |")
+        lines.append(
+            f"| {s} | "
+            + " | ".join(f"{row[n]:.2f}" if n.endswith(" / FD") else f"{row[n]:.1f}" for n in names)
+            + " |"
+        )
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
 
 

@@ -1,4 +1,4 @@
-"""Sound export's repeat run: every module of a set verified under 20 seeds, per backend.
+r"""Sound export's repeat run: every module of a set verified under 20 seeds, per backend.
 
 A module's export is deterministic; what changes between two exports is verification's seed (its
 random inputs, their non-finite positions, the sizes inside each bucket). So each module is exported
@@ -6,11 +6,14 @@ once per backend (or, for the bundled examples, read from ``generated/``, which 
 proves current) and then verified under seeds 0..19 exactly as ``export`` verifies it. A refusal is a
 false refusal here: every module in these sets is correct.
 
-    python3 tools/seed_verify.py --device cuda --backends nvfuser,triton --out bench/results/sound/gpu.md
-    TRITON_INTERPRET=1 python3 tools/seed_verify.py --device cpu --backends torch,triton --out bench/results/sound/cpu.md
+    python3 tools/seed_verify.py --device cuda --backends nvfuser,triton \
+        --out bench/results/sound/gpu.md
+    TRITON_INTERPRET=1 python3 tools/seed_verify.py --device cpu --backends torch,triton \
+        --out bench/results/sound/cpu.md
 
-Sets: ``generated`` (the bundled examples), ``hf`` (transformers' own submodules, tests.examples.HF_SUBMODULES),
-``sound`` (tests.sound_modules.CORRECT, the modules once refused on rounding).
+Sets: ``generated`` (the bundled examples), ``hf`` (transformers' own submodules,
+tests.examples.HF_SUBMODULES), ``sound`` (tests.sound_modules.CORRECT, the modules once refused on
+rounding).
 """
 
 from __future__ import annotations
@@ -49,7 +52,9 @@ def main() -> int:
     ap.add_argument("--backends", default="nvfuser,triton")
     ap.add_argument("--sets", default="generated,hf,sound")
     ap.add_argument("--seeds", type=int, default=20)
-    ap.add_argument("--modules", default="", help="only these (the import path's function names, comma-separated)")
+    ap.add_argument(
+        "--modules", default="", help="only these (the import path's function names, comma-separated)"
+    )
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
 
@@ -67,13 +72,18 @@ def main() -> int:
         from thunder_aot.backends.triton import interpreter_rounds_like_the_gpu
 
         interpreter_rounds_like_the_gpu()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
     where = torch.cuda.get_device_name() if args.device.startswith("cuda") else platform.processor() or "cpu"
     lines = [
         f"# Verification under {args.seeds} seeds ({args.device}: {where})",
         "",
-        f"Command: `python3 tools/seed_verify.py --device {args.device} --backends {args.backends} --sets {args.sets}`"
+        f"Command: `python3 tools/seed_verify.py --device {args.device} --backends {args.backends} "
+        f"--sets {args.sets}`"
         + (" (TRITON_INTERPRET=1)" if os.environ.get("TRITON_INTERPRET") == "1" else ""),
         f"Tree: {commit or 'unknown'}{' + uncommitted changes' if dirty else ''}; torch {torch.__version__}",
         "",
@@ -94,23 +104,37 @@ def main() -> int:
                 else:
                     text = export(ExportRequest(source, (shapes,), backend=backend), verify=False)
             except Exception as e:  # noqa: BLE001 - a module that cannot export is reported, not a crash
-                lines.append(f"| {group} | {source} | `{shapes}` | {backend} | export failed | | | {type(e).__name__}: {str(e)[:200]} |")
+                lines.append(
+                    f"| {group} | {source} | `{shapes}` | {backend} | export failed | | | "
+                    f"{type(e).__name__}: {str(e)[:200]} |"
+                )
                 refusals += 1
                 print(lines[-1], flush=True)
                 continue
             accepted, calls, first = 0, 0, ""
-            generated = load_module_from_text(text, f"seeds_{backend}_{source.split(':')[1]}")  # one import: kernels compile once
+            generated = load_module_from_text(
+                text, f"seeds_{backend}_{source.split(':')[1]}"
+            )  # one import: kernels compile once
             for seed in range(args.seeds):
                 try:
-                    calls = verify(generated, module, parse_shapes(shapes), name, device=args.device, seed=seed)
+                    calls = verify(
+                        generated, module, parse_shapes(shapes), name, device=args.device, seed=seed
+                    )
                     accepted += 1
                 except ExportError as e:
                     first = first or " ".join(str(e).split())[:300]
                 except Exception as e:  # noqa: BLE001
-                    first = first or f"{type(e).__name__}: {' '.join(str(e).split())[:200]} {traceback.format_exc(limit=-1).splitlines()[-2].strip()}"
+                    first = (
+                        first
+                        or f"{type(e).__name__}: {' '.join(str(e).split())[:200]} "
+                        f"{traceback.format_exc(limit=-1).splitlines()[-2].strip()}"
+                    )
             refusals += args.seeds - accepted
             seconds = time.perf_counter() - started
-            lines.append(f"| {group} | {source.split(':')[1]} | `{shapes}` | {backend} | {accepted}/{args.seeds} | {calls} | {seconds:.0f} | {first} |")
+            lines.append(
+                f"| {group} | {source.split(':')[1]} | `{shapes}` | {backend} | "
+                f"{accepted}/{args.seeds} | {calls} | {seconds:.0f} | {first} |"
+            )
             print(lines[-1], flush=True)
     lines += ["", f"False refusals: {refusals}."]
     text = "\n".join(lines) + "\n"

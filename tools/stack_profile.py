@@ -25,9 +25,12 @@ from torch.utils.benchmark import Timer
 def _us(fn, min_run_time: float) -> float:
     fn()
     torch.cuda.synchronize()
-    return Timer(stmt="fn(); sync()", globals={"fn": fn, "sync": torch.cuda.synchronize}).blocked_autorange(
-        min_run_time=min_run_time
-    ).median * 1e6
+    return (
+        Timer(stmt="fn(); sync()", globals={"fn": fn, "sync": torch.cuda.synchronize})
+        .blocked_autorange(min_run_time=min_run_time)
+        .median
+        * 1e6
+    )
 
 
 def main() -> None:
@@ -56,7 +59,9 @@ def main() -> None:
     rows = []
     with torch.no_grad():
         for s in sizes:
-            embeds = model.model.embed_tokens(torch.randint(0, model.config.vocab_size, (1, s), device="cuda"))
+            embeds = model.model.embed_tokens(
+                torch.randint(0, model.config.vocab_size, (1, s), device="cuda")
+            )
             cos, sin = stack.rotary(embeds)
 
             def loop():
@@ -71,10 +76,14 @@ def main() -> None:
                 "stack forward": lambda: stack(embeds),
                 "rotary lookup": lambda: stack.rotary(embeds),
                 "loop over 16 layers": loop,
-                "norm + lm_head (last token)": lambda: stack.__dict__["lm_head"](stack.__dict__["norm"](hidden[:, -1:, :])),
+                "norm + lm_head (last token)": lambda: stack.__dict__["lm_head"](
+                    stack.__dict__["norm"](hidden[:, -1:, :])
+                ),
                 "one layer": lambda: one(embeds, cos, sin),
                 "one layer x16, one input": lambda: [one(embeds, cos, sin) for _ in range(16)],
-                "one layer's forward() x16 (no nn.Module call)": lambda: [one.forward(embeds, cos, sin) for _ in range(16)],
+                "one layer's forward() x16 (no nn.Module call)": lambda: [
+                    one.forward(embeds, cos, sin) for _ in range(16)
+                ],
             }
             for name, fn in parts.items():
                 rows.append((s, name, _us(fn, args.min_run_time)))
@@ -92,7 +101,9 @@ def main() -> None:
                 for _ in range(5):
                     stack(embeds)
                 torch.cuda.synchronize()
-            (out / f"ops_S{s}.txt").write_text(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=40))
+            (out / f"ops_S{s}.txt").write_text(
+                prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=40)
+            )
     table = ["| S | part | µs per call |", "|---|---|---|"] + [f"| {s} | {n} | {t:.1f} |" for s, n, t in rows]
     (out / "parts.md").write_text("\n".join(table) + "\n")
     print("\n".join(table))

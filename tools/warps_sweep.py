@@ -23,7 +23,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
-
 from layer_profile import kernel_times  # noqa: E402
 
 
@@ -59,9 +58,18 @@ def main() -> int:
     generator = torch.Generator().manual_seed(0)
     inputs = {s: random_inputs(bucket, {dim: s}, "cuda", generator) for s in sizes}
     warps = [int(w) for w in args.warps.split(",")]
-    lines = [f"# num_warps per kernel: {args.source}", "", f"    python3 tools/warps_sweep.py {' '.join(sys.argv[1:])}", ""]
+    lines = [
+        f"# num_warps per kernel: {args.source}",
+        "",
+        f"    python3 tools/warps_sweep.py {' '.join(sys.argv[1:])}",
+        "",
+    ]
     lines += ["µs per call (torch.profiler, 20 calls); * the schedule's setting", ""]
-    head = "| kernel | schedule | values | " + " | ".join(f"{dim}={s} w={w}" for s in sizes for w in warps) + " |"
+    head = (
+        "| kernel | schedule | values | "
+        + " | ".join(f"{dim}={s} w={w}" for s in sizes for w in warps)
+        + " |"
+    )
     lines += [head, "|" + "---|" * (3 + len(sizes) * len(warps))]
     with torch.no_grad():
         for name, kernel in kernels.items():
@@ -79,7 +87,11 @@ def main() -> int:
                 print(name, w, [cells[s, w] for s in sizes], flush=True)
             kernel.num_warps, kernel.binaries = own, {}
             note = notes.get(name, "").replace("|", "/")
-            lines.append(f"| {name} | {note} | {values[name]} | " + " | ".join(cells[s, w] for s in sizes for w in warps) + " |")
+            lines.append(
+                f"| {name} | {note} | {values[name]} | "
+                + " | ".join(cells[s, w] for s in sizes for w in warps)
+                + " |"
+            )
     out = "\n".join(lines) + "\n"
     if args.out:
         Path(args.out).write_text(out)

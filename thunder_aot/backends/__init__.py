@@ -28,7 +28,9 @@ def resolve_auto() -> tuple[str, str]:
     return "triton", "a CUDA device without nvFuser (docs/nvfuser.md says how to install it)"
 
 
-def get_backend(name: str, *, nvfuser_dynamic: str = "specialize", nvfuser_frontend: str = "direct") -> "Backend":
+def get_backend(
+    name: str, *, nvfuser_dynamic: str = "specialize", nvfuser_frontend: str = "direct"
+) -> Backend:
     from thunder_aot.backends.nvfuser import NvFuserBackend
     from thunder_aot.backends.torch import TorchBackend
     from thunder_aot.backends.triton import TritonBackend

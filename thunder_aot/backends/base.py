@@ -1,4 +1,5 @@
-"""What every backend shares: the typed interface codegen calls, and argument values and dims as Python text."""
+"""What every backend shares: the typed interface codegen calls, and argument values and dims as
+Python text."""
 
 from __future__ import annotations
 
@@ -8,7 +9,20 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from thunder_aot.model import (
-    Arg, Const, DeviceArg, Dim, DimRange, DType, Ref, Region, Seq, SizeArg, SliceArg, SymDim, TorchCall, TorchName,
+    Arg,
+    Const,
+    DeviceArg,
+    Dim,
+    DimRange,
+    DType,
+    Ref,
+    Region,
+    Seq,
+    SizeArg,
+    SliceArg,
+    SymDim,
+    TorchCall,
+    TorchName,
 )
 
 
@@ -75,7 +89,9 @@ def region_dims(region: Region) -> list[str]:
 
 
 def _mentions_device(arg: Arg) -> bool:
-    return isinstance(arg, DeviceArg) or (isinstance(arg, Seq) and any(_mentions_device(i) for i in arg.items))
+    return isinstance(arg, DeviceArg) or (
+        isinstance(arg, Seq) and any(_mentions_device(i) for i in arg.items)
+    )
 
 
 def ops_use_device(ops) -> bool:
@@ -93,7 +109,7 @@ def torch_call_expression(call: TorchCall) -> str:
     return f"{call.target}({', '.join(args)})"
 
 
-def torch_call_line(call: TorchCall, comment: str | None = None) -> "Line":
+def torch_call_line(call: TorchCall, comment: str | None = None) -> Line:
     """``outputs = target(args, kwargs)``, commented with its source line (or ``comment``)."""
     targets = ", ".join(o.name for o in call.outputs)
     text = comment if comment is not None else (call.source.comment() if call.source else "")
@@ -147,7 +163,7 @@ class RegionView(Protocol):
     def definition_key(self) -> tuple | None:
         """What makes the definition: regions with the same key share one (None: nothing to share)."""
 
-    def sharing(self, name: str) -> "RegionView":
+    def sharing(self, name: str) -> RegionView:
         """This region using the definition another region named ``name`` already emits."""
 
 

@@ -12,9 +12,30 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from thunder_aot.backends.base import Backend, Line, assign_text, region_dims, render_const, render_dim, source_comments
+from thunder_aot.backends.base import (
+    Backend,
+    Line,
+    assign_text,
+    region_dims,
+    render_const,
+    render_dim,
+    source_comments,
+)
 from thunder_aot.model import (
-    VIEW_PRIMS, Arg, Const, DeviceArg, DimRange, DType, PrimOp, Ref, Region, Seq, SizeArg, SymDim, Value, dim_arg,
+    VIEW_PRIMS,
+    Arg,
+    Const,
+    DeviceArg,
+    DimRange,
+    DType,
+    PrimOp,
+    Ref,
+    Region,
+    Seq,
+    SizeArg,
+    SymDim,
+    Value,
+    dim_arg,
 )
 
 #: torch dtype name -> nvFuser DataType member
@@ -69,14 +90,20 @@ def nv_arg(arg: Arg, *, inline: bool = False, specialized: bool = False) -> str:
         if isinstance(dim, int):
             return str(dim) if inline else _scalar(float(dim) if arg.real else dim)
         if specialized:  # a float as a constant of the definition is (Const's _scalar)
-            return f"fd.define_scalar(float({render_dim(dim)}), dtype=DataType.Double)" if arg.real else render_dim(dim)
+            return (
+                f"fd.define_scalar(float({render_dim(dim)}), dtype=DataType.Double)"
+                if arg.real
+                else render_dim(dim)
+            )
         text = dim.name if dim.coeff == 1 else f"fd.ops.mul({dim.name}, {_scalar(dim.coeff)})"
         text = text if not dim.offset else f"fd.ops.add({text}, {_scalar(dim.offset)})"
         return f"fd.ops.cast({text}, DataType.Double)" if arg.real else text
     if isinstance(arg, Seq):
         symbolic = not specialized and any(isinstance(i, SizeArg) for i in arg.items)
         # a shape with a dynamic size is a vector of nvFuser scalars; a static one stays Python ints
-        return "[" + ", ".join(nv_arg(i, inline=not symbolic, specialized=specialized) for i in arg.items) + "]"
+        return (
+            "[" + ", ".join(nv_arg(i, inline=not symbolic, specialized=specialized) for i in arg.items) + "]"
+        )
     if isinstance(arg, DeviceArg):
         return "None"
     raise TypeError(f"cannot render {arg!r} for nvFuser")
@@ -115,19 +142,32 @@ def _slice(c: NvOp) -> str:
         return f"fd.ops.slice({', '.join(c.a(i) for i in range(len(c.op.args)))})"
     rank, out = len(items), c.op.outputs[0].spec.shape
     step, start, count = items[-1], starts.items[-1], out[-1]
-    if (any(not (isinstance(s, Const) and s.value == 1) for s in items[:-1]) or not isinstance(step, Const)
-            or not isinstance(start, Const) or not isinstance(count, int)):
-        raise ValueError(f"nvFuser backend: a slice with a step is fused along a static innermost dim only ({c.op.outputs[0].name})")
+    if (
+        any(not (isinstance(s, Const) and s.value == 1) for s in items[:-1])
+        or not isinstance(step, Const)
+        or not isinstance(start, Const)
+        or not isinstance(count, int)
+    ):
+        raise ValueError(
+            "nvFuser backend: a slice with a step is fused along a static innermost dim only "
+            f"({c.op.outputs[0].name})"
+        )
     k, s = step.value, start.value
     last = Const(s + k * (count - 1) + 1)
     ones = Seq(tuple(Const(1) for _ in range(rank)))
-    part = f"fd.ops.slice({c.a(0)}, {c.a(1)}, {nv_arg(Seq(ends.items[:-1] + (last,)), specialized=c.specialized)}, {nv_arg(ones)})"
+    part = (
+        f"fd.ops.slice({c.a(0)}, {c.a(1)}, "
+        f"{nv_arg(Seq(ends.items[:-1] + (last,)), specialized=c.specialized)}, {nv_arg(ones)})"
+    )
     lead = tuple(dim_arg(d) for d in out[:-1])
     shape = nv_arg(Seq(lead + (Const(count), Const(k))), specialized=c.specialized)
     viewed = f"fd.ops.reshape(fd.ops.pad({part}, [0, {k - 1}]), {shape})"
     zeros = nv_arg(Seq(tuple(Const(0) for _ in range(rank + 1))))
     firsts = nv_arg(Seq(lead + (Const(count), Const(1))), specialized=c.specialized)
-    return f"fd.ops.squeeze(fd.ops.slice({viewed}, {zeros}, {firsts}, {nv_arg(Seq(tuple(Const(1) for _ in range(rank + 1))))}), [{rank}])"
+    return (
+        f"fd.ops.squeeze(fd.ops.slice({viewed}, {zeros}, {firsts}, "
+        f"{nv_arg(Seq(tuple(Const(1) for _ in range(rank + 1))))}), [{rank}])"
+    )
 
 
 def _where(c: NvOp) -> str:
@@ -140,11 +180,13 @@ def _reduction(name: str) -> Callable[[NvOp], str]:
 
 
 _UNARY = (
-    "abs acos acosh asin asinh atan atanh bitwise_not ceil cos cosh erf erfc erfinv exp exp2 expm1 floor "
-    "isfinite lgamma log log10 log1p log2 neg reciprocal round rsqrt sign signbit sin sinh sqrt tan tanh trunc"
+    "abs acos acosh asin asinh atan atanh bitwise_not ceil cos cosh erf erfc erfinv exp exp2 expm1 "
+    "floor isfinite lgamma log log10 log1p log2 neg reciprocal round rsqrt sign signbit sin sinh "
+    "sqrt tan tanh trunc"
 ).split()
 _BINARY = (
-    "add sub mul pow eq ne lt le gt ge maximum minimum fmod remainder atan2 bitwise_and bitwise_or bitwise_xor"
+    "add sub mul pow eq ne lt le gt ge maximum minimum fmod remainder atan2 "
+    "bitwise_and bitwise_or bitwise_xor"
 ).split()
 
 #: prim name -> nvFuser frontend text for its result. One row per prim; a prim missing here is not fused.
@@ -164,7 +206,9 @@ NV_PRIMS: dict[str, Callable[[NvOp], str]] = {
     "sum": _reduction("sum"),
     "amax": _reduction("max"),
     "amin": _reduction("min"),
-    "var_mean": lambda c: f"fd.ops.var_mean({c.a(0)}, {c.a(1, inline=True)}, {c.kw('correction', inline=True)})",
+    "var_mean": lambda c: (
+        f"fd.ops.var_mean({c.a(0)}, {c.a(1, inline=True)}, {c.kw('correction', inline=True)})"
+    ),
     "full": lambda c: f"fd.ops.full({c.a(0)}, {c.a(1)}, {c.kw('dtype')})",
     "iota": lambda c: f"fd.ops.iota({c.a(0)}, {c.kw('start')}, {c.kw('step')}, {c.kw('dtype')})",
 }
@@ -178,7 +222,9 @@ PERMUTING_PRIMS = frozenset({"transpose"})
 def permuted_outputs(region: Region) -> tuple[str, ...]:
     """Every output of a region that permutes (nvFuser propagates a permuted allocation to what
     is computed from it), none otherwise."""
-    return tuple(o.name for o in region.outputs) if any(op.prim in PERMUTING_PRIMS for op in region.ops) else ()
+    return (
+        tuple(o.name for o in region.outputs) if any(op.prim in PERMUTING_PRIMS for op in region.ops) else ()
+    )
 
 
 def strided_outputs(region: Region) -> tuple[str, ...]:
@@ -236,7 +282,7 @@ class NvRegionView:
     def definition_key(self) -> tuple:
         return (self.inputs, self.sizes, self.lines, self.outputs, self.dim_params, self.known_sizes)
 
-    def sharing(self, name: str) -> "NvRegionView":
+    def sharing(self, name: str) -> NvRegionView:
         return replace(self, name=name, template="")
 
     @property
@@ -301,15 +347,14 @@ class NvFuserBackend(Backend):
         self.frontend_module = FRONTENDS[frontend]
         #: the frontend's names, bound through the runtime (its ImportError says what to install)
         self.preamble = (f'FusionDefinition, DataType = frontend("{self.frontend_module}")',)
-        self.imports = (
-            "from thunder_aot.runtime.nvfuser import Fusion, SizedFusions, contiguity, frontend",
-        )
+        self.imports = ("from thunder_aot.runtime.nvfuser import Fusion, SizedFusions, contiguity, frontend",)
 
     def region_view(
         self, region: Region, dims: tuple[DimRange, ...] = (), known_sizes: tuple[dict[str, int], ...] = ()
     ) -> NvRegionView:
         names = sorted(
-            set(region_dims(region)) | {d.name for v in region.inputs for d in v.spec.shape if isinstance(d, SymDim)}
+            set(region_dims(region))
+            | {d.name for v in region.inputs for d in v.spec.shape if isinstance(d, SymDim)}
         )
         if self.specialize and names:
             known = tuple(sorted({tuple(env[n] for n in names) for env in known_sizes}))
@@ -317,7 +362,13 @@ class NvFuserBackend(Backend):
         sizes = []
         for dim in region_dims(region):
             where = next(
-                ((v.name, axis) for v in region.inputs for axis, d in enumerate(v.spec.shape) if d == SymDim(dim)), None
+                (
+                    (v.name, axis)
+                    for v in region.inputs
+                    for axis, d in enumerate(v.spec.shape)
+                    if d == SymDim(dim)
+                ),
+                None,
             )
             if where is None:
                 raise ValueError(f"region {region.name}: no input tensor carries the dynamic size {dim}")

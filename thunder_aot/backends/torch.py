@@ -163,7 +163,9 @@ TORCH_PRIMS: dict[str, Callable[[OpContext], str]] = {
     "amin": lambda c: f"torch.amin({c.args[0]}, {c.args[1]})",
     "var": lambda c: f"torch.var({c.args[0]}, {c.args[1]}, correction={c.kwargs['correction']})",
     "var_mean": lambda c: f"torch.var_mean({c.args[0]}, {c.args[1]}, correction={c.kwargs['correction']})",
-    "full": lambda c: f"torch.full({c.args[0]}, {c.args[1]}, device={c.kwargs['device']}, dtype={c.kwargs['dtype']})",
+    "full": lambda c: (
+        f"torch.full({c.args[0]}, {c.args[1]}, device={c.kwargs['device']}, dtype={c.kwargs['dtype']})"
+    ),
     "iota": _iota,
     "take": _take,
     "topk": lambda c: f"torch.topk({c.args[0]}, {c.args[1]})",
@@ -186,7 +188,7 @@ class TorchRegionView:
     runs_kernel = False
     definition_key = None
 
-    def sharing(self, name: str) -> "TorchRegionView":
+    def sharing(self, name: str) -> TorchRegionView:
         return self
 
 

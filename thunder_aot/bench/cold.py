@@ -26,7 +26,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-#: the systems a cold start is measured for (thunder-aot ones take a generated layer file: DecoderLayerCall, or DecoderLayerMaskCall for models whose layers need their mask)
+#: the systems a cold start is measured for (thunder-aot ones take a generated layer file:
+#: DecoderLayerCall, or DecoderLayerMaskCall for models whose layers need their mask)
 SYSTEMS = ("Eager", "torch.compile", "thunder-aot layers", "thunder-aot layer stack")
 
 #: the disk caches a warm start reuses, by environment variable (nvFuser modules: the kernel store,
@@ -49,16 +50,17 @@ def _child(source: str, system: str, tokens: int, generated: str | None) -> dict
 
     import torch
 
-    from thunder_aot.exporter.resolve import resolve_module
-
     from thunder_aot.bench.models import _layers
+    from thunder_aot.exporter.resolve import resolve_module
 
     cuda = torch.cuda.is_available()
     model = resolve_module(source).eval().requires_grad_(False).to("cuda" if cuda else "cpu")
     built = time.time()
     reference = copy.deepcopy(model)  # for the judgement only: its time is not the system's
     copy_s = time.time() - built
-    ids = torch.randint(0, model.config.vocab_size, (1, tokens), generator=torch.Generator().manual_seed(0)).to(model.device)
+    ids = torch.randint(
+        0, model.config.vocab_size, (1, tokens), generator=torch.Generator().manual_seed(0)
+    ).to(model.device)
     built = time.time()
     if system == "torch.compile":
         model = torch.compile(model)
@@ -88,15 +90,25 @@ def _child(source: str, system: str, tokens: int, generated: str | None) -> dict
 
 def _run_child(source: str, system: str, tokens: int, generated: Path | None, caches: Path) -> dict:
     env = {**os.environ, **{v: str(caches / v.lower()) for v in CACHE_VARIABLES}}
-    argv = [sys.executable, "-m", "thunder_aot.bench.cold", source, system, str(tokens), *([str(generated)] if generated else [])]
+    argv = [
+        sys.executable,
+        "-m",
+        "thunder_aot.bench.cold",
+        source,
+        system,
+        str(tokens),
+        *([str(generated)] if generated else []),
+    ]
     started = time.time()
     done = subprocess.run(argv, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise RuntimeError(f"the fresh process failed: {last[:300]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    return {"to_first_output_s": result["first_output_at"] - started - result["copy_s"],
-            "after_build_s": result["after_build_s"]}
+    return {
+        "to_first_output_s": result["first_output_at"] - started - result["copy_s"],
+        "after_build_s": result["after_build_s"],
+    }
 
 
 def run_cold_start(
@@ -118,8 +130,13 @@ def run_cold_start(
             call = prefill_call(model.config)
             progress(f"exporting the decoder layer as {call.__name__} with the {backend} backend")
             generated = Path(tmp) / "layer.py"
-            export(call(_layers(model)[0]), layer_shapes(model, max(tokens, 2), mask=call is DecoderLayerMaskCall),
-                   backend=backend, out=generated, progress=progress)
+            export(
+                call(_layers(model)[0]),
+                layer_shapes(model, max(tokens, 2), mask=call is DecoderLayerMaskCall),
+                backend=backend,
+                out=generated,
+                progress=progress,
+            )
             del model
         for system in systems:
             if system == "torch.compile" and not torch.cuda.is_available():
@@ -141,16 +158,24 @@ def run_cold_start(
 
 def markdown(runs: list[ColdStart], skipped: dict[str, str], title: str, command: str, backend: str) -> str:
     """The cold-start table: per system, cold and warm, both spans in seconds."""
-    lines = [f"# Cold start: {title}", "", f"    {command}", "",
-             f"A fresh process to its first output (judged against eager), seconds; thunder-aot systems use "
-             f"the {backend} backend. 'after build': the part after the model was built.", "",
-             "| system | cold: to first output | cold: after build | warm: to first output | warm: after build |",
-             "|---|---|---|---|---|"]
+    lines = [
+        f"# Cold start: {title}",
+        "",
+        f"    {command}",
+        "",
+        f"A fresh process to its first output (judged against eager), seconds; thunder-aot systems use "
+        f"the {backend} backend. 'after build': the part after the model was built.",
+        "",
+        "| system | cold: to first output | cold: after build | warm: to first output | warm: after build |",
+        "|---|---|---|---|---|",
+    ]
     for system in dict.fromkeys(r.system for r in runs):
         cold = next(r for r in runs if r.system == system and r.caches == "cold")
         warm = next(r for r in runs if r.system == system and r.caches == "warm")
-        lines.append(f"| {system} | {cold.to_first_output_s:.2f} | {cold.after_build_s:.3f} | "
-                     f"{warm.to_first_output_s:.2f} | {warm.after_build_s:.3f} |")
+        lines.append(
+            f"| {system} | {cold.to_first_output_s:.2f} | {cold.after_build_s:.3f} | "
+            f"{warm.to_first_output_s:.2f} | {warm.after_build_s:.3f} |"
+        )
     if skipped:
         lines += ["", "Skipped:", ""] + [f"- {name}: {why}" for name, why in skipped.items()]
     return "\n".join(lines) + "\n"
@@ -158,4 +183,8 @@ def markdown(runs: list[ColdStart], skipped: dict[str, str], title: str, command
 
 if __name__ == "__main__":
     source_arg, system_arg, tokens_arg = sys.argv[1:4]
-    print(json.dumps(_child(source_arg, system_arg, int(tokens_arg), sys.argv[4] if len(sys.argv) > 4 else None)))
+    print(
+        json.dumps(
+            _child(source_arg, system_arg, int(tokens_arg), sys.argv[4] if len(sys.argv) > 4 else None)
+        )
+    )

@@ -8,6 +8,7 @@ import torch
 
 from thunder_aot.bench.model import Call
 
+
 def _runtime_objects(generated, kind: type) -> list:
     """The generated module's runtime objects of one kind (a SizedFusions' entries count too)."""
     from thunder_aot.runtime.nvfuser import SizedFusions
@@ -95,7 +96,23 @@ def bare_launches(aot: torch.nn.Module, inputs: list[torch.Tensor], pointers: bo
         if pointers:
             args = tuple(a.data_ptr() if isinstance(a, torch.Tensor) else a for a in args)
         launches.append(
-            (compiled.run, (programs, 1, 1, stream, compiled.function, compiled.packed_metadata, None, None, None, *args, n, block))
+            (
+                compiled.run,
+                (
+                    programs,
+                    1,
+                    1,
+                    stream,
+                    compiled.function,
+                    compiled.packed_metadata,
+                    None,
+                    None,
+                    None,
+                    *args,
+                    n,
+                    block,
+                ),
+            )
         )
     if len(launches) == 1:
         ((run, run_args),) = launches

@@ -55,8 +55,10 @@ def layer_shapes(model: torch.nn.Module, max_tokens: int, mask: bool = False) ->
     config = model.config
     dtype = _dtype(model)
     width = _rotary_width(model)
-    shapes = (f"1x[S=1..{max(2, max_tokens)}]x{config.hidden_size}:{dtype}, 1x[S]x{width}:{dtype}, "
-              f"1x[S]x{width}:{dtype}")
+    shapes = (
+        f"1x[S=1..{max(2, max_tokens)}]x{config.hidden_size}:{dtype}, 1x[S]x{width}:{dtype}, "
+        f"1x[S]x{width}:{dtype}"
+    )
     if mask:
         shapes += f", 1x1x[S]x[S]:{str(mask_dtype(model)).removeprefix('torch.')}"
     return shapes
@@ -111,9 +113,15 @@ def _model_graph(
 
 
 def judge_with_picks(
-    expected: torch.Tensor, eager_picks: list[torch.Tensor], got: torch.Tensor, picks: list[torch.Tensor] | None,
-    reference: torch.Tensor | None, eager: torch.nn.Module, reference_model: torch.nn.Module,
-    inputs: list[torch.Tensor], where: str,
+    expected: torch.Tensor,
+    eager_picks: list[torch.Tensor],
+    got: torch.Tensor,
+    picks: list[torch.Tensor] | None,
+    reference: torch.Tensor | None,
+    eager: torch.nn.Module,
+    reference_model: torch.nn.Module,
+    inputs: list[torch.Tensor],
+    where: str,
 ) -> int:
     """Judge one system's output ``got`` (``picks``: the top-k picks it made; None: not watched)
     against eager's ``expected`` and ``reference`` (float64 making eager's picks). Where its picks
@@ -159,7 +167,13 @@ def run_model_bench(
     from thunder_aot.api import export
     from thunder_aot.exporter import versions
     from thunder_aot.exporter.resolve import resolve_module
-    from thunder_aot.layers import DecoderLayerMaskCall, DecoderStackCall, LastTokenLogits, StackAdapter, prefill_call
+    from thunder_aot.layers import (
+        DecoderLayerMaskCall,
+        DecoderStackCall,
+        LastTokenLogits,
+        StackAdapter,
+        prefill_call,
+    )
     from thunder_aot.verify import load_module_from_text
     from thunder_aot.verify.judge import run64_choosing, run_recording_choices
 
@@ -180,7 +194,9 @@ def run_model_bench(
 
     unknown = skip - set(SKIPPABLE)
     if unknown:
-        raise ExportError(f"bench --skip {','.join(sorted(unknown))}: expected some of {', '.join(SKIPPABLE)}")
+        raise ExportError(
+            f"bench --skip {','.join(sorted(unknown))}: expected some of {', '.join(SKIPPABLE)}"
+        )
     skipped.update({name: "left out (--skip)" for name in sorted(skip)})
     forwards["Eager"] = forward_of(base)
     if cuda:
@@ -209,13 +225,21 @@ def run_model_bench(
         gen = {}
         for call in dict.fromkeys((plain, DecoderLayerMaskCall) if cuda else (plain,)):
             call_shapes = layer_shapes(base, max(sizes), mask=call is DecoderLayerMaskCall)
-            progress(f"exporting {layer_class.__name__} as {call.__name__} with the {backend} backend at {call_shapes}")
+            progress(
+                f"exporting {layer_class.__name__} as {call.__name__} with the {backend} backend "
+                f"at {call_shapes}"
+            )
             text = export(call(layer), call_shapes, backend=backend, progress=progress)
-            gen[call] = getattr(load_module_from_text(text, f"bench_model_{backend}_{call.__name__}"), call.__name__)
+            gen[call] = getattr(
+                load_module_from_text(text, f"bench_model_{backend}_{call.__name__}"), call.__name__
+            )
         # per call: no mask (transformers leaves causality to sdpa); inside a capture transformers
         # materializes the causal mask, which the mask layers take
-        for suffix, call, graphs in (("", plain, None), (", graphed", plain, "static"),
-                                     (", model graph", DecoderLayerMaskCall, None)):
+        for suffix, call, graphs in (
+            ("", plain, None),
+            (", graphed", plain, "static"),
+            (", model graph", DecoderLayerMaskCall, None),
+        ):
             if not cuda and suffix:
                 continue
             model = copy.deepcopy(base)
@@ -242,10 +266,20 @@ def run_model_bench(
 
     for path in stack_modules:  # exported earlier (a 16-layer stack traces for minutes)
         text = path.read_text()
-        backend = next((line.split(":", 1)[1].strip() for line in text.splitlines()[:8] if line.startswith("# Backend:")), None)
+        backend = next(
+            (
+                line.split(":", 1)[1].strip()
+                for line in text.splitlines()[:8]
+                if line.startswith("# Backend:")
+            ),
+            None,
+        )
         module = load_module_from_text(text, f"bench_model_stack_{path.stem}")
         if backend is None or not hasattr(module, "DecoderStackCall"):
-            raise ExportError(f"bench --stack-module {path}: expected a module thunder-aot generated from a DecoderStackCall")
+            raise ExportError(
+                f"bench --stack-module {path}: "
+                "expected a module thunder-aot generated from a DecoderStackCall"
+            )
         name = f"thunder-aot({backend}) stack ({path.name})"
         adapter = StackAdapter(copy.deepcopy(base), module.DecoderStackCall)
         forwards[name] = forward_of(adapter)
@@ -255,9 +289,14 @@ def run_model_bench(
             graphed_forwards[f"{name}, model graph"] = forward_of(graphed)
             swapped[f"{name}, model graph"] = [graphed]
 
-    report = Report(title=f"{type(base).__name__} ({source}), {len(_layers(base))} layers, per forward",
-                    command=command, device=torch.cuda.get_device_name() if cuda else "CPU", versions=versions(),
-                    systems=[], points=[f"S={s}" for s in sizes])
+    report = Report(
+        title=f"{type(base).__name__} ({source}), {len(_layers(base))} layers, per forward",
+        command=command,
+        device=torch.cuda.get_device_name() if cuda else "CPU",
+        versions=versions(),
+        systems=[],
+        points=[f"S={s}" for s in sizes],
+    )
     if cuda:
         report.copy_gb_per_s = copy_bandwidth_gb_per_s()
     reference_model = LastTokenLogits(copy.deepcopy(base).to(torch.float64))
@@ -292,14 +331,27 @@ def run_model_bench(
             for name, fn in list(systems.items()):
                 try:
                     got = outputs[name] if name in outputs else fn()
-                    rows = judge_with_picks(expected, picks, got.clone(), _picks_of(name, chosen), reference,
-                                            reference_eager, reference_model, [ids], f"{name} at {point}")
+                    rows = judge_with_picks(
+                        expected,
+                        picks,
+                        got.clone(),
+                        _picks_of(name, chosen),
+                        reference,
+                        reference_eager,
+                        reference_model,
+                        [ids],
+                        f"{name} at {point}",
+                    )
                     if rows:
-                        progress(f"{point}: {name} picks other experts than eager in {rows} routed row(s) "
-                                 "(tokens x layers): judged against float64 making its picks")
+                        progress(
+                            f"{point}: {name} picks other experts than eager in {rows} routed row(s) "
+                            "(tokens x layers): judged against float64 making its picks"
+                        )
                 except Exception as e:  # noqa: BLE001 - reported with the reason
                     mark = "MISMATCH: " if name.startswith("thunder-aot") else ""
-                    skipped[f"{name} at {point}"] = f"{mark}{type(e).__name__}: {' '.join(str(e).split())[:200]}"
+                    skipped[f"{name} at {point}"] = (
+                        f"{mark}{type(e).__name__}: {' '.join(str(e).split())[:200]}"
+                    )
                     del systems[name]
             for name in systems:
                 if name not in report.systems:
@@ -316,7 +368,9 @@ def run_model_bench(
             for adapter in adapters:
                 fallbacks.update({why: n for why, n in adapter.calls.items() if why != "generated"})
             if fallbacks:
-                skipped[f"{name}: original layers ran"] = ", ".join(f"{n} calls with {why}" for why, n in fallbacks.items())
+                skipped[f"{name}: original layers ran"] = ", ".join(
+                    f"{n} calls with {why}" for why, n in fallbacks.items()
+                )
         report.skipped = skipped
         checkpoint(report)
     report.skipped = skipped

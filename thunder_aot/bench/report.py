@@ -9,15 +9,24 @@ from pathlib import Path
 
 from thunder_aot.bench.model import Report
 
+
 def write_json(report: Report, path: Path) -> None:
     path.write_text(json.dumps(asdict(report), indent=1, sort_keys=True) + "\n")
 
 
 def write_markdown(report: Report, path: Path) -> None:
-    lines = [f"# {report.title}", "", f"    {report.command}", "", f"Device: {report.device}. "
-             + ", ".join(f"{k} {v}" for k, v in report.versions.items()) + ".", "",
-             "Per call, host + device, µs (median of interleaved rounds):", "",
-             "| shape | " + " | ".join(report.systems) + " |", "|---" * (len(report.systems) + 1) + "|"]
+    lines = [
+        f"# {report.title}",
+        "",
+        f"    {report.command}",
+        "",
+        f"Device: {report.device}. " + ", ".join(f"{k} {v}" for k, v in report.versions.items()) + ".",
+        "",
+        "Per call, host + device, µs (median of interleaved rounds):",
+        "",
+        "| shape | " + " | ".join(report.systems) + " |",
+        "|---" * (len(report.systems) + 1) + "|",
+    ]
     for point in report.points:
         cells = []
         for system in report.systems:
@@ -26,9 +35,13 @@ def write_markdown(report: Report, path: Path) -> None:
         lines.append(f"| {point} | " + " | ".join(cells) + " |")
     ratio_columns = ratio_pairs(report)
     if ratio_columns:
-        lines += ["", "Ratios of per-call times (lower is better for the first system named):", "",
-                  "| shape | " + " | ".join(f"{a} / {b}" for a, b in ratio_columns) + " |",
-                  "|---" * (len(ratio_columns) + 1) + "|"]
+        lines += [
+            "",
+            "Ratios of per-call times (lower is better for the first system named):",
+            "",
+            "| shape | " + " | ".join(f"{a} / {b}" for a, b in ratio_columns) + " |",
+            "|---" * (len(ratio_columns) + 1) + "|",
+        ]
         for point in report.points:
             cells = []
             for a, b in ratio_columns:
@@ -37,16 +50,33 @@ def write_markdown(report: Report, path: Path) -> None:
             lines.append(f"| {point} | " + " | ".join(cells) + " |")
     device_rows = [m for m in report.measurements if m.device_us is not None]
     if device_rows and not any(m.gb_per_s for m in device_rows):  # no byte count (a whole model)
-        lines += ["", "Device time per call (CUDA events, back-to-back calls):", "",
-                  "| shape | system | device µs |", "|---|---|---|"]
+        lines += [
+            "",
+            "Device time per call (CUDA events, back-to-back calls):",
+            "",
+            "| shape | system | device µs |",
+            "|---|---|---|",
+        ]
         lines += [f"| {m.point} | {m.system} | {m.device_us:.2f} |" for m in device_rows]
     elif device_rows:
-        lines += ["", f"Device time per call (CUDA events, back-to-back calls) and achieved bandwidth; "
-                  f"a device-to-device copy moves {report.copy_gb_per_s:.0f} GB/s:", "",
-                  "| shape | system | device µs | GB/s | % of copy |", "|---|---|---|---|---|"]
+        lines += [
+            "",
+            f"Device time per call (CUDA events, back-to-back calls) and achieved bandwidth; "
+            f"a device-to-device copy moves {report.copy_gb_per_s:.0f} GB/s:",
+            "",
+            "| shape | system | device µs | GB/s | % of copy |",
+            "|---|---|---|---|---|",
+        ]
         for m in device_rows:
-            share = f"{100 * m.gb_per_s / report.copy_gb_per_s:.0f}%" if m.gb_per_s and report.copy_gb_per_s else ""
-            lines.append(f"| {m.point} | {m.system} | {m.device_us:.2f} | {f'{m.gb_per_s:.0f}' if m.gb_per_s else ''} | {share} |")
+            share = (
+                f"{100 * m.gb_per_s / report.copy_gb_per_s:.0f}%"
+                if m.gb_per_s and report.copy_gb_per_s
+                else ""
+            )
+            lines.append(
+                f"| {m.point} | {m.system} | {m.device_us:.2f} | "
+                f"{f'{m.gb_per_s:.0f}' if m.gb_per_s else ''} | {share} |"
+            )
     if report.skipped:
         lines += ["", "Skipped:", ""] + [f"- {s}: {why}" for s, why in sorted(report.skipped.items())]
     path.write_text("\n".join(lines) + "\n")
@@ -119,8 +149,14 @@ def print_compare(report: Report) -> None:
         TorchMeasurement(
             number_per_run=1,
             raw_times=[m.us_per_call * 1e-6],
-            task_spec=TaskSpec(stmt=m.system, setup="", label=report.title, sub_label=m.point,
-                               description=m.system, num_threads=1),
+            task_spec=TaskSpec(
+                stmt=m.system,
+                setup="",
+                label=report.title,
+                sub_label=m.point,
+                description=m.system,
+                num_threads=1,
+            ),
         )
         for m in report.measurements
     ]

@@ -13,6 +13,7 @@ from thunder_aot.bench.report import floor_of
 from thunder_aot.bench.timing import copy_bandwidth_gb_per_s, device_time_us, interleaved_times
 from thunder_aot.errors import ExportError
 
+
 def _check(name: str, expected: object, actual: object, reference: object, where: str) -> None:
     from thunder_aot.verify.judge import judge
 
@@ -59,8 +60,14 @@ def run_bench(
         served = {value for p in points for _, value in p.env}
         outside = [s for s in sizes if s not in served]
         if outside:
-            ranges = ", ".join(f"{r.name}={r.lo}..{r.hi}" for b in buckets for r in b.dims) or "none (exact buckets only)"
-            raise ExportError(f"bench --sizes {','.join(map(str, outside))}: outside every bucket's dynamic range ({ranges})")
+            ranges = (
+                ", ".join(f"{r.name}={r.lo}..{r.hi}" for b in buckets for r in b.dims)
+                or "none (exact buckets only)"
+            )
+            raise ExportError(
+                f"bench --sizes {','.join(map(str, outside))}: "
+                f"outside every bucket's dynamic range ({ranges})"
+            )
     unknown = skip - {"thunder.jit", "thunderfx"}
     if unknown:
         raise ExportError(f"bench --skip {','.join(sorted(unknown))}: expected thunder.jit or thunderfx")
@@ -102,7 +109,9 @@ def run_bench(
         thunderfx = None if "thunderfx" in skip else make_thunderfx(module)
     else:
         skipped["torch.compile"] = "not run on CPU: inductor compiles C++ for every new shape (minutes)"
-        skipped["thunderfx"] = "not run on CPU: the seed compares it on CUDA (it goes through torch.compile's dynamo)"
+        skipped["thunderfx"] = (
+            "not run on CPU: the seed compares it on CUDA (it goes through torch.compile's dynamo)"
+        )
     nvfuser_here = cuda and importlib.util.find_spec("nvfuser_direct") is not None
     if not nvfuser_here:
         skipped["FDWrapper"] = skipped["FD.execute"] = "needs CUDA and nvFuser" if cuda else "needs CUDA"
@@ -146,7 +155,9 @@ def run_bench(
                     systems["FDWrapper"] = lambda: wrapper(*args)
                     systems["FD.execute"] = lambda: fd.execute(args)
                 else:
-                    skipped["FDWrapper"] = skipped["FD.execute"] = f"Thunder formed {len(fusions)} fusions, not one"
+                    skipped["FDWrapper"] = skipped["FD.execute"] = (
+                        f"Thunder formed {len(fusions)} fusions, not one"
+                    )
             floors: set[str] = set()
             for name, aot in generated.items():
                 systems[name] = lambda aot=aot: aot(*inputs)
@@ -168,7 +179,9 @@ def run_bench(
                     torch.cuda.synchronize()
                     systems[graph_name] = graph.replay
                 except Exception as e:
-                    skipped[graph_name] = f"capture failed: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
+                    skipped[graph_name] = (
+                        f"capture failed: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
+                    )
             for name, fn in list(systems.items()):
                 if name in floors:  # a floor replays the kernels of a module checked here
                     continue
@@ -176,7 +189,13 @@ def run_bench(
                     _check(name, expected, fn(), reference, point.label)
                     continue
                 try:  # a baseline that fails or differs is left out, with the reason
-                    _check(name, expected, graph_outputs[name] if name in graph_outputs else fn(), reference, point.label)
+                    _check(
+                        name,
+                        expected,
+                        graph_outputs[name] if name in graph_outputs else fn(),
+                        reference,
+                        point.label,
+                    )
                 except Exception as e:
                     skipped[name] = f"at {point.label}: {type(e).__name__}: {' '.join(str(e).split())[:160]}"
                     del systems[name]
@@ -191,7 +210,10 @@ def run_bench(
                     m.device_us = device_time_us(fn)
                     m.gb_per_s = nbytes / (m.device_us * 1e-6) / 1e9
                 report.measurements.append(m)
-            progress(f"{point.label}: " + ", ".join(f"{n} {statistics.median(v):.1f} µs" for n, v in samples.items()))
+            progress(
+                f"{point.label}: "
+                + ", ".join(f"{n} {statistics.median(v):.1f} µs" for n, v in samples.items())
+            )
             report.skipped = skipped
             checkpoint(report)  # a long run that is cut short still leaves the points it finished
     report.skipped = skipped

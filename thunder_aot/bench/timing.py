@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-
 import torch
 
 from thunder_aot.bench.model import Call
+
 
 def time_call(fn: Call, min_run_time: float) -> float:
     from torch.utils.benchmark import Timer

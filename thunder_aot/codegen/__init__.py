@@ -40,7 +40,9 @@ def environment() -> jinja2.Environment:
     )
 
 
-def render(program: Program, backend: Backend, command: str, versions: dict[str, str], checks: bool = True) -> str:
+def render(
+    program: Program, backend: Backend, command: str, versions: dict[str, str], checks: bool = True
+) -> str:
     view = module_view(program, backend, command, versions, checks)
     text = environment().get_template("module.py.jinja").render(m=view)
     return black.format_str(text, mode=BLACK_MODE)

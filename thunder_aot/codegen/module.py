@@ -13,7 +13,15 @@ from dataclasses import dataclass
 
 from thunder_aot import __version__
 from thunder_aot.backends.base import (
-    Backend, Line, RegionView, ops_use_device, render_arg, render_dim, torch_call_expression, torch_call_line, tuple_text,
+    Backend,
+    Line,
+    RegionView,
+    ops_use_device,
+    render_arg,
+    render_dim,
+    torch_call_expression,
+    torch_call_line,
+    tuple_text,
 )
 from thunder_aot.codegen.per_shape import bind_per_shape
 from thunder_aot.exporter.generalize import env_inside
@@ -43,7 +51,9 @@ RUNTIME_NAMES = (
 FAST_PATH_NAMES = ("GuardTable", "dynamo_compiling", "is_grad_enabled")
 
 
-def _runtime_import(checks: list[Check], fast_path: bool, records_choices: bool = False, merged: bool = False) -> str:
+def _runtime_import(
+    checks: list[Check], fast_path: bool, records_choices: bool = False, merged: bool = False
+) -> str:
     names = set(RUNTIME_NAMES) | (set(FAST_PATH_NAMES) if fast_path else set())
     if merged:  # a merged projection's call reads its members while torch.compile traces
         names.add("dynamo_compiling")
@@ -57,7 +67,8 @@ def _runtime_import(checks: list[Check], fast_path: bool, records_choices: bool 
 
 @dataclass(frozen=True)
 class Check:
-    """One per-call check of ``_dispatch``: a Python test that the call is wrong, and the error raised then."""
+    """One per-call check of ``_dispatch``: a Python test that the call is wrong, and the error raised
+    then."""
 
     failure: str
     error: str
@@ -169,7 +180,9 @@ def _bucket_condition(bucket: Bucket) -> str:
     return " and ".join(parts)
 
 
-def _dim_reads(program: BucketProgram, user_inputs: list[ProgramInput], shapes_bound: bool) -> list[tuple[str, str]]:
+def _dim_reads(
+    program: BucketProgram, user_inputs: list[ProgramInput], shapes_bound: bool
+) -> list[tuple[str, str]]:
     """Each dynamic dim of the program, read off the first input shape that carries it (``shape_<i>``
     where ``_dispatch`` has bound the shapes, else the input's ``.shape``)."""
     reads: dict[str, str] = {}
@@ -181,7 +194,9 @@ def _dim_reads(program: BucketProgram, user_inputs: list[ProgramInput], shapes_b
     return list(reads.items())
 
 
-def _step_lines(program: BucketProgram, views: dict[str, RegionView], members: dict[str, tuple[str, ...]]) -> tuple[Line, ...]:
+def _step_lines(
+    program: BucketProgram, views: dict[str, RegionView], members: dict[str, tuple[str, ...]]
+) -> tuple[Line, ...]:
     """The program's steps in order: each region's statements (after a comment naming the prims
     it fuses), torch calls for what was not fused (a merged projection's call while torch.compile
     traces: see :func:`_merged_call_line`). A kernel reads its inputs as contiguous: one
@@ -195,7 +210,13 @@ def _step_lines(program: BucketProgram, views: dict[str, RegionView], members: d
         if isinstance(step, Region):
             view = views[step.name]
             if getattr(view, "source_level", False):
-                lines.append(Line("", f"{view.name}: no kernel for {', '.join(op.prim for op in step.ops)}; its source's torch calls"))
+                lines.append(
+                    Line(
+                        "",
+                        f"{view.name}: no kernel for {', '.join(op.prim for op in step.ops)}; "
+                        "its source's torch calls",
+                    )
+                )
             else:
                 lines.append(Line("", f"{view.name}: {', '.join(op.prim for op in step.ops)}"))
             if view.runs_kernel:
@@ -213,7 +234,9 @@ def _step_lines(program: BucketProgram, views: dict[str, RegionView], members: d
         else:
             from_torch.update(o.name for o in step.outputs)
             lines.append(_merged_call_line(step, members) or torch_call_line(step))
-    lines += [Line(f"{name} = {name}.contiguous()") for name in dict.fromkeys(program.outputs) if name in permuted]
+    lines += [
+        Line(f"{name} = {name}.contiguous()") for name in dict.fromkeys(program.outputs) if name in permuted
+    ]
     regions = [s for s in program.steps if isinstance(s, Region)]
     if ops_use_device([s for s in program.steps if isinstance(s, TorchCall)]) or any(
         ops_use_device(r.ops) or ops_use_device(r.source_calls) for r in regions
@@ -227,7 +250,12 @@ def _merged_call_line(call: TorchCall, members: dict[str, tuple[str, ...]]) -> L
     traces: dynamo cannot trace the ``data_ptr()`` tests that prove the members still lie in the
     merged tensor, so a traced call reads the members themselves (correct whatever they alias, one
     matmul per member and a copy of their outputs); None for any other call."""
-    if call.target != LINEAR or len(call.args) < 2 or not isinstance(call.args[1], Ref) or call.args[1].name not in members:
+    if (
+        call.target != LINEAR
+        or len(call.args) < 2
+        or not isinstance(call.args[1], Ref)
+        or call.args[1].name not in members
+    ):
         return None
     x = render_arg(call.args[0])
     weights = members[call.args[1].name]
@@ -265,21 +293,34 @@ def _region_name(region: Region, program: BucketProgram, programs: int) -> str:
     return f"fusion{k}" if programs == 1 else f"program{program.index}_fusion{k}"
 
 
-def _checks(program: Program, backend: Backend, user_inputs: list[ProgramInput], kernel_inputs: set[str], kernels_run: bool) -> list[Check]:
+def _checks(
+    program: Program,
+    backend: Backend,
+    user_inputs: list[ProgramInput],
+    kernel_inputs: set[str],
+    kernels_run: bool,
+) -> list[Check]:
     """What ``_dispatch`` tests of every call before it trusts the kernels with raw memory."""
     owner = "_OWNER"
     first = user_inputs[0].name
     checks = []
     for p in user_inputs:
         if not kernels_run:
-            checks.append(Check(f"not isinstance({p.name}, torch.Tensor)", f'bad_input({owner}, "{p.name}", {p.name}, "a tensor")'))
+            checks.append(
+                Check(
+                    f"not isinstance({p.name}, torch.Tensor)",
+                    f'bad_input({owner}, "{p.name}", {p.name}, "a tensor")',
+                )
+            )
             continue
         tests = [f"isinstance({p.name}, torch.Tensor)", backend.input_requirement.format(name=p.name)]
         expected = backend.input_requirement_text
         if p.name != first:
             tests.append(f"{p.name}.get_device() == {first}.get_device()")
             expected += f" on {first}'s device"
-        checks.append(Check(f"not ({' and '.join(tests)})", f'bad_input({owner}, "{p.name}", {p.name}, "{expected}")'))
+        checks.append(
+            Check(f"not ({' and '.join(tests)})", f'bad_input({owner}, "{p.name}", {p.name}, "{expected}")')
+        )
     if not kernels_run:
         return checks
     specs = {v.name: v.spec for v in program.programs[0].inputs}
@@ -292,11 +333,21 @@ def _checks(program: Program, backend: Backend, user_inputs: list[ProgramInput],
             f"{p.name}.dtype is torch.{spec.dtype} and {p.name}.get_device() == {first}.get_device()"
             f" and {p.name}.shape == {shape!r} and {p.name}.is_contiguous()"
         )
-        wanted = f"a contiguous {spec.dtype} tensor of shape {'x'.join(map(str, shape)) or 'scalar'} on {first}'s device"
-        checks.append(Check(f"not ({test})", f'bad_state({owner}, "{p.source_name}", {p.name}, "{wanted}", {first}.device)'))
+        wanted = (
+            f"a contiguous {spec.dtype} tensor of shape {'x'.join(map(str, shape)) or 'scalar'} "
+            f"on {first}'s device"
+        )
+        checks.append(
+            Check(
+                f"not ({test})",
+                f'bad_state({owner}, "{p.source_name}", {p.name}, "{wanted}", {first}.device)',
+            )
+        )
     if not backend.supports_autograd:
         any_grad = " or ".join(f"{p.name}.requires_grad" for p in program.inputs)
-        checks.append(Check(f"torch.is_grad_enabled() and ({any_grad})", f'no_autograd({owner}, "{backend.name}")'))
+        checks.append(
+            Check(f"torch.is_grad_enabled() and ({any_grad})", f'no_autograd({owner}, "{backend.name}")')
+        )
     return checks
 
 
@@ -324,15 +375,22 @@ def _member_addresses(program: Program) -> list[tuple[ProgramInput, ProgramInput
 def _merged_checks(program: Program) -> list[Check]:
     """Each member parameter of a merged projection still lies where the merged tensor holds it
     (not tested while torch.compile traces: the traced program reads the members themselves)."""
-    return [Check(f"not dynamo_compiling() and {p.name}.data_ptr() != {where}", f'unmerged(_OWNER, "{p.source_name}", "{merged.source_name}")')
-            for p, merged, where in _member_addresses(program)]
+    return [
+        Check(
+            f"not dynamo_compiling() and {p.name}.data_ptr() != {where}",
+            f'unmerged(_OWNER, "{p.source_name}", "{merged.source_name}")',
+        )
+        for p, merged, where in _member_addresses(program)
+    ]
 
 
 def _fast_tests(program: Program) -> tuple[str, ...]:
     return tuple(f"{p.name}.data_ptr() == {where}" for p, _, where in _member_addresses(program))
 
 
-def module_view(program: Program, backend: Backend, command: str, versions: dict[str, str], checks: bool = True) -> ModuleView:
+def module_view(
+    program: Program, backend: Backend, command: str, versions: dict[str, str], checks: bool = True
+) -> ModuleView:
     """Everything the module template needs. ``checks=False`` (``--unchecked``) leaves out the
     per-call input, parameter and autograd checks; the bucket dispatch stays."""
     user_inputs = [p for p in program.inputs if p.kind == "input"]
@@ -342,7 +400,11 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
     kernel_inputs: set[str] = set()  # names some kernel reads as raw memory
     program_views: list[tuple[BucketProgram, dict[str, RegionView]]] = []
     for bp in program.programs:
-        known = tuple(env_inside(bp.bucket, bucket) for bucket, index in program.dispatch if index == bp.index and bucket.is_exact)
+        known = tuple(
+            env_inside(bp.bucket, bucket)
+            for bucket, index in program.dispatch
+            if index == bp.index and bucket.is_exact
+        )
         views: dict[str, RegionView] = {}
         for region in bp.regions():
             named = dataclasses.replace(region, name=_region_name(region, bp, len(program.programs)))
@@ -359,7 +421,9 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
             views[region.name] = view
         program_views.append((bp, views))
     runs_kernels = bool(kernel_inputs)
-    kernels_run = bool(backend.input_requirement) and runs_kernels and checks  # the module's checks guard kernels
+    kernels_run = (
+        bool(backend.input_requirement) and runs_kernels and checks
+    )  # the module's checks guard kernels
     device_per_call = backend.device_per_call and runs_kernels
     first = user_inputs[0].name
     programs, sizes_of, sizes_functions = [], {}, []
@@ -378,7 +442,10 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
                 sizes_of[bp.index] = tuple_text([e for n, e in dims if n in names])
             else:
                 function = SizesFunction(
-                    f"_sizes_of_{bp.index}", bp.index, tuple(n for n, _ in dims), tuple_text([t for _, t in bound.values])
+                    f"_sizes_of_{bp.index}",
+                    bp.index,
+                    tuple(n for n, _ in dims),
+                    tuple_text([t for _, t in bound.values]),
                 )
                 sizes_functions.append(function)
                 sizes_of[bp.index] = f"{function.name}({', '.join(e for _, e in dims)})"
@@ -407,12 +474,16 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
     merged_rows = tuple(f"({m.key!r}, {tuple(m.members)!r})" for m in program.merged)
     docstring = (
         f"{program.class_name} from {program.source}, exported by thunder-aot ({backend.name} backend).\n\n"
-        "Imports torch" + (", the backend library" if backend.imports and runs_kernels else "")
+        "Imports torch"
+        + (", the backend library" if backend.imports and runs_kernels else "")
         + " and thunder_aot.runtime; Thunder is not imported."
         + ("" if checks else f"\n\n{UNCHECKED_NOTE}.")
     )
-    module_checks = (_checks(program, backend, user_inputs, kernel_inputs, kernels_run) + _merged_checks(program)
-                     if checks else [])
+    module_checks = (
+        _checks(program, backend, user_inputs, kernel_inputs, kernels_run) + _merged_checks(program)
+        if checks
+        else []
+    )
     dispatch_doc = (
         "The checked path: every check of the arguments, then the program of the first bucket the\n"
         "    inputs' shapes and dtypes match; records a guard of these tensors for their shape."
@@ -424,8 +495,15 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
         docstring=docstring,
         dispatch_doc=dispatch_doc,
         params_tuple=tuple_text([p.name for p in program.inputs]),
-        imports=("import torch", _runtime_import(module_checks, kernels_run, any(
-            getattr(v, "recorded", ()) for _, views in program_views for v in views.values()), bool(program.merged))),
+        imports=(
+            "import torch",
+            _runtime_import(
+                module_checks,
+                kernels_run,
+                any(getattr(v, "recorded", ()) for _, views in program_views for v in views.values()),
+                bool(program.merged),
+            ),
+        ),
         backend_imports=backend.imports_for(definitions) if runs_kernels else (),
         preamble=backend.preamble if runs_kernels else (),
         runtime_version=RUNTIME_VERSION,
@@ -448,11 +526,16 @@ def module_view(program: Program, backend: Backend, command: str, versions: dict
         select_template="select_guarded.py.jinja" if kernels_run else "select_plain.py.jinja",
         fast_path=kernels_run,
         fast_device=(
-            Line("_device = fast[3]", "the guard fixed the tensors' device; kernels launch directly on the current one"),
-            Line("if _device >= 0 and _device != current_device():\n    _device = -1"),
-        )
-        if device_per_call
-        else (),
+            (
+                Line(
+                    "_device = fast[3]",
+                    "the guard fixed the tensors' device; kernels launch directly on the current one",
+                ),
+                Line("if _device >= 0 and _device != current_device():\n    _device = -1"),
+            )
+            if device_per_call
+            else ()
+        ),
         checked_device=(Line(f"_device = eager_device({first})"),) if device_per_call else (),
         programs=tuple(programs),
         sizes_functions=tuple(sizes_functions),

@@ -36,7 +36,11 @@ def _is_dim_only(node: ast.AST, dims: set[str]) -> bool:
     if isinstance(node, ast.Name):
         return node.id in dims
     if isinstance(node, ast.BinOp):
-        return isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv)) and _is_dim_only(node.left, dims) and _is_dim_only(node.right, dims)
+        return (
+            isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv))
+            and _is_dim_only(node.left, dims)
+            and _is_dim_only(node.right, dims)
+        )
     if isinstance(node, ast.UnaryOp):
         return isinstance(node.op, ast.USub) and _is_dim_only(node.operand, dims)
     if isinstance(node, ast.Tuple):
@@ -71,7 +75,11 @@ def _role_names(tree: ast.AST) -> dict[int, str]:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             target = node.targets[0].id
             for call in ast.walk(node.value):
-                if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == ALLOCATOR:
+                if (
+                    isinstance(call, ast.Call)
+                    and isinstance(call.func, ast.Name)
+                    and call.func.id == ALLOCATOR
+                ):
                     for arg, role in zip(call.args[:2], ("shape", "strides")):
                         names[id(arg)] = f"{target}_{role}"
     return names

@@ -38,7 +38,8 @@ def _randomize(module: nn.Module, seed: int) -> nn.Module:
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for p in module.parameters():
-            p.copy_(torch.randn(p.shape, generator=gen) * (p.shape[-1] ** -0.5 if p.ndim > 1 else 0.1) + (p.ndim == 1))
+            scale = p.shape[-1] ** -0.5 if p.ndim > 1 else 0.1
+            p.copy_(torch.randn(p.shape, generator=gen) * scale + (p.ndim == 1))
     return module.requires_grad_(False)
 
 

@@ -34,8 +34,14 @@ def llama_config(attn_implementation: str = "sdpa", **overrides):
     from transformers import LlamaConfig
 
     fields = dict(
-        hidden_size=HIDDEN, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, vocab_size=512, max_position_embeddings=256, rms_norm_eps=1e-6,
+        hidden_size=HIDDEN,
+        intermediate_size=512,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=512,
+        max_position_embeddings=256,
+        rms_norm_eps=1e-6,
     )
     fields.update(overrides)
     config = LlamaConfig(**fields)
@@ -116,8 +122,14 @@ def llama_1b_decoder_layer():
     intermediate 8192), in bf16, for benchmarks."""
     from transformers.models.llama.modeling_llama import LlamaDecoderLayer
 
-    config = llama_config(hidden_size=2048, intermediate_size=8192, num_attention_heads=32, num_key_value_heads=8,
-                          head_dim=64, rms_norm_eps=1e-5)
+    config = llama_config(
+        hidden_size=2048,
+        intermediate_size=8192,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        head_dim=64,
+        rms_norm_eps=1e-5,
+    )
     return _randomize(DecoderLayer(LlamaDecoderLayer(config, layer_idx=0)), 20).to(torch.bfloat16)
 
 
@@ -125,8 +137,15 @@ def llama_1b_decoder_layer_eager_attention():
     """:func:`llama_1b_decoder_layer` with transformers' eager attention (matmuls and a softmax)."""
     from transformers.models.llama.modeling_llama import LlamaDecoderLayer
 
-    config = llama_config("eager", hidden_size=2048, intermediate_size=8192, num_attention_heads=32,
-                          num_key_value_heads=8, head_dim=64, rms_norm_eps=1e-5)
+    config = llama_config(
+        "eager",
+        hidden_size=2048,
+        intermediate_size=8192,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        head_dim=64,
+        rms_norm_eps=1e-5,
+    )
     return _randomize(DecoderLayer(LlamaDecoderLayer(config, layer_idx=0)), 20).to(torch.bfloat16)
 
 
@@ -137,8 +156,15 @@ def qwen3_decoder_layer():
     from transformers.models.qwen3.modeling_qwen3 import Qwen3DecoderLayer
 
     config = Qwen3Config(
-        hidden_size=HIDDEN, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-        head_dim=64, vocab_size=512, max_position_embeddings=256, rms_norm_eps=1e-6,
+        hidden_size=HIDDEN,
+        intermediate_size=512,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=64,
+        vocab_size=512,
+        max_position_embeddings=256,
+        rms_norm_eps=1e-6,
     )
     config._attn_implementation = "sdpa"
     return _randomize(DecoderLayer(Qwen3DecoderLayer(config, layer_idx=0)), 19)
@@ -151,8 +177,15 @@ def qwen3_2b_decoder_layer():
     from transformers.models.qwen3.modeling_qwen3 import Qwen3DecoderLayer
 
     config = Qwen3Config(
-        hidden_size=2048, intermediate_size=6144, num_hidden_layers=2, num_attention_heads=16, num_key_value_heads=8,
-        head_dim=128, vocab_size=512, max_position_embeddings=4096, rms_norm_eps=1e-6,
+        hidden_size=2048,
+        intermediate_size=6144,
+        num_hidden_layers=2,
+        num_attention_heads=16,
+        num_key_value_heads=8,
+        head_dim=128,
+        vocab_size=512,
+        max_position_embeddings=4096,
+        rms_norm_eps=1e-6,
     )
     config._attn_implementation = "sdpa"
     return _randomize(DecoderLayer(Qwen3DecoderLayer(config, layer_idx=0)), 21).to(torch.bfloat16)
@@ -166,9 +199,18 @@ def gpt_oss_decoder_layer():
     from transformers.models.gpt_oss.modeling_gpt_oss import GptOssDecoderLayer
 
     config = GptOssConfig(
-        hidden_size=2880, intermediate_size=2880, num_hidden_layers=2, num_attention_heads=64, num_key_value_heads=8,
-        head_dim=64, num_local_experts=8, num_experts_per_tok=2, vocab_size=512, max_position_embeddings=4096,
-        layer_types=["full_attention", "full_attention"], rope_parameters={"rope_type": "default", "rope_theta": 150000.0},
+        hidden_size=2880,
+        intermediate_size=2880,
+        num_hidden_layers=2,
+        num_attention_heads=64,
+        num_key_value_heads=8,
+        head_dim=64,
+        num_local_experts=8,
+        num_experts_per_tok=2,
+        vocab_size=512,
+        max_position_embeddings=4096,
+        layer_types=["full_attention", "full_attention"],
+        rope_parameters={"rope_type": "default", "rope_theta": 150000.0},
     )
     config._attn_implementation = "eager"  # attention sinks: transformers' sdpa path does not take them
     # the experts as one grouped matmul per projection over tokens sorted by expert (what a server
@@ -195,9 +237,18 @@ def gpt_oss_small_decoder_layer():
     from transformers.models.gpt_oss.modeling_gpt_oss import GptOssDecoderLayer
 
     config = GptOssConfig(
-        hidden_size=HIDDEN, intermediate_size=HIDDEN, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-        head_dim=64, num_local_experts=4, num_experts_per_tok=2, vocab_size=512, max_position_embeddings=256,
-        layer_types=["full_attention", "full_attention"], rope_parameters={"rope_type": "default", "rope_theta": 150000.0},
+        hidden_size=HIDDEN,
+        intermediate_size=HIDDEN,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=64,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        vocab_size=512,
+        max_position_embeddings=256,
+        layer_types=["full_attention", "full_attention"],
+        rope_parameters={"rope_type": "default", "rope_theta": 150000.0},
     )
     config._attn_implementation = "eager"
     config._experts_implementation = "grouped_mm"
@@ -219,33 +270,59 @@ def _moe_block(module_path: str, config_name: str, block_name: str, seed: int, *
 
 def qwen3_moe_block():
     """Qwen3-MoE's sparse block (softmax router, top-k renormalized, 8 experts of 128)."""
-    return _moe_block("qwen3_moe.modeling_qwen3_moe", "Qwen3MoeConfig", "Qwen3MoeSparseMoeBlock", 41,
-                      moe_intermediate_size=128, num_experts=8, norm_topk_prob=True)
+    return _moe_block(
+        "qwen3_moe.modeling_qwen3_moe",
+        "Qwen3MoeConfig",
+        "Qwen3MoeSparseMoeBlock",
+        41,
+        moe_intermediate_size=128,
+        num_experts=8,
+        norm_topk_prob=True,
+    )
 
 
 def mixtral_moe_block():
     """Mixtral's sparse block (8 experts of 128)."""
-    return _moe_block("mixtral.modeling_mixtral", "MixtralConfig", "MixtralSparseMoeBlock", 42,
-                      intermediate_size=128, num_local_experts=8)
+    return _moe_block(
+        "mixtral.modeling_mixtral",
+        "MixtralConfig",
+        "MixtralSparseMoeBlock",
+        42,
+        intermediate_size=128,
+        num_local_experts=8,
+    )
 
 
 def qwen2_moe_block():
     """Qwen2-MoE's sparse block (8 routed experts of 128 and a gated shared expert)."""
-    return _moe_block("qwen2_moe.modeling_qwen2_moe", "Qwen2MoeConfig", "Qwen2MoeSparseMoeBlock", 43,
-                      moe_intermediate_size=128, shared_expert_intermediate_size=256, num_experts=8)
+    return _moe_block(
+        "qwen2_moe.modeling_qwen2_moe",
+        "Qwen2MoeConfig",
+        "Qwen2MoeSparseMoeBlock",
+        43,
+        moe_intermediate_size=128,
+        shared_expert_intermediate_size=256,
+        num_experts=8,
+    )
 
 
 def olmoe_block():
     """OLMoE's sparse block (8 experts of 128)."""
-    return _moe_block("olmoe.modeling_olmoe", "OlmoeConfig", "OlmoeSparseMoeBlock", 44,
-                      intermediate_size=128, num_experts=8)
+    return _moe_block(
+        "olmoe.modeling_olmoe", "OlmoeConfig", "OlmoeSparseMoeBlock", 44, intermediate_size=128, num_experts=8
+    )
 
 
 def _small_config(config_class, **overrides):
     """A small config of another transformers family (the Llama examples' sizes), sdpa attention."""
     fields = dict(
-        hidden_size=HIDDEN, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-        vocab_size=512, max_position_embeddings=256,
+        hidden_size=HIDDEN,
+        intermediate_size=512,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=512,
+        max_position_embeddings=256,
     )
     fields.update(overrides)
     config = config_class(**fields)
@@ -305,7 +382,9 @@ def starcoder2_mlp():
     from transformers import Starcoder2Config
     from transformers.models.starcoder2.modeling_starcoder2 import Starcoder2MLP
 
-    config = Starcoder2Config(hidden_size=HIDDEN // 2, intermediate_size=HIDDEN, hidden_act="gelu_pytorch_tanh")
+    config = Starcoder2Config(
+        hidden_size=HIDDEN // 2, intermediate_size=HIDDEN, hidden_act="gelu_pytorch_tanh"
+    )
     return _randomize(Starcoder2MLP(config), 42)
 
 
@@ -315,8 +394,15 @@ def gpt_neox_decoder_layer():
     from transformers import GPTNeoXConfig
     from transformers.models.gpt_neox.modeling_gpt_neox import GPTNeoXLayer
 
-    config = GPTNeoXConfig(hidden_size=HIDDEN, num_attention_heads=4, intermediate_size=512, rotary_pct=0.25,
-                           num_hidden_layers=2, vocab_size=512, max_position_embeddings=256)
+    config = GPTNeoXConfig(
+        hidden_size=HIDDEN,
+        num_attention_heads=4,
+        intermediate_size=512,
+        rotary_pct=0.25,
+        num_hidden_layers=2,
+        vocab_size=512,
+        max_position_embeddings=256,
+    )
     config._attn_implementation = "sdpa"
     return _randomize(DecoderLayer(GPTNeoXLayer(config, 0)), 43)
 
@@ -362,7 +448,9 @@ def phi_decoder_layer():
     from transformers import PhiConfig
     from transformers.models.phi.modeling_phi import PhiDecoderLayer
 
-    return _randomize(DecoderLayer(PhiDecoderLayer(_small_config(PhiConfig, partial_rotary_factor=0.5), 0)), 48)
+    return _randomize(
+        DecoderLayer(PhiDecoderLayer(_small_config(PhiConfig, partial_rotary_factor=0.5), 0)), 48
+    )
 
 
 def stablelm_decoder_layer():
@@ -375,7 +463,6 @@ def stablelm_decoder_layer():
     return _randomize(DecoderLayer(StableLmDecoderLayer(config, 0)), 49)
 
 
-
 def falcon_decoder_layer():
     """Falcon's layer as Falcon-40B and -180B build it (new_decoder_architecture): one fused qkv
     projection laid out by KV group and split with list indices, the keys and values broadcast to
@@ -385,8 +472,14 @@ def falcon_decoder_layer():
     from transformers.models.falcon.modeling_falcon import FalconDecoderLayer
 
     config = FalconConfig(
-        hidden_size=HIDDEN, num_attention_heads=4, num_kv_heads=2, new_decoder_architecture=True, num_hidden_layers=2,
-        vocab_size=512, max_position_embeddings=256, ffn_hidden_size=512,
+        hidden_size=HIDDEN,
+        num_attention_heads=4,
+        num_kv_heads=2,
+        new_decoder_architecture=True,
+        num_hidden_layers=2,
+        vocab_size=512,
+        max_position_embeddings=256,
+        ffn_hidden_size=512,
     )
     config._attn_implementation = "sdpa"
     return _randomize(DecoderLayer(FalconDecoderLayer(config, 0)), 52)
@@ -427,6 +520,7 @@ def olmo_decoder_layer():
 
     return _randomize(DecoderLayer(OlmoDecoderLayer(_small_config(OlmoConfig), 0)), 56)
 
+
 def deepseek_v3_decoder_layer():
     """DeepSeek-V3's first (dense) layer: multi-head latent attention (queries and keys through
     low-rank projections with RMSNorms, an interleaved rotary over a 16-wide part of each head, the
@@ -435,8 +529,15 @@ def deepseek_v3_decoder_layer():
     from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3DecoderLayer
 
     config = _small_config(
-        DeepseekV3Config, q_lora_rank=64, kv_lora_rank=32, qk_rope_head_dim=16, qk_nope_head_dim=32, v_head_dim=32,
-        first_k_dense_replace=1, num_key_value_heads=4, rope_interleave=True,
+        DeepseekV3Config,
+        q_lora_rank=64,
+        kv_lora_rank=32,
+        qk_rope_head_dim=16,
+        qk_nope_head_dim=32,
+        v_head_dim=32,
+        first_k_dense_replace=1,
+        num_key_value_heads=4,
+        rope_interleave=True,
     )
     return _randomize(DecoderLayer(DeepseekV3DecoderLayer(config, 0)), 50)
 
@@ -447,7 +548,9 @@ def qwen3_moe_decoder_layer():
     from transformers import Qwen3MoeConfig
     from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeDecoderLayer
 
-    config = _small_config(Qwen3MoeConfig, head_dim=64, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=128)
+    config = _small_config(
+        Qwen3MoeConfig, head_dim=64, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=128
+    )
     config._experts_implementation = "grouped_mm"
     return _randomize(DecoderLayer(Qwen3MoeDecoderLayer(config, 0)), 51).to(torch.bfloat16)
 
@@ -479,9 +582,18 @@ def llama_1b_causal_lm():
     shape, vocabulary 128256, tied embeddings), random weights, bf16: the model benchmark's."""
     from transformers import LlamaForCausalLM
 
-    config = llama_config(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
-                          num_key_value_heads=8, head_dim=64, rms_norm_eps=1e-5, vocab_size=128256,
-                          max_position_embeddings=4096, tie_word_embeddings=True)
+    config = llama_config(
+        hidden_size=2048,
+        intermediate_size=8192,
+        num_hidden_layers=16,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        head_dim=64,
+        rms_norm_eps=1e-5,
+        vocab_size=128256,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+    )
     with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
         model = LlamaForCausalLM(config)
     return _randomize(model, 30).to(torch.bfloat16)
@@ -573,8 +685,17 @@ def gpt_oss_small_causal_lm():
     2 per token, 4 layers, vocabulary 512) with sliding windows of 8, so that short prompts already
     differ between the sliding and the full layers."""
     return _gpt_oss_causal_lm(
-        32, hidden_size=HIDDEN, intermediate_size=HIDDEN, num_hidden_layers=4, num_attention_heads=4,
-        num_key_value_heads=2, head_dim=64, num_local_experts=4, num_experts_per_tok=2, vocab_size=512, sliding_window=8,
+        32,
+        hidden_size=HIDDEN,
+        intermediate_size=HIDDEN,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=64,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        vocab_size=512,
+        sliding_window=8,
     )
 
 

@@ -17,8 +17,18 @@ import torch
 
 from thunder_aot.backends import Backend, get_backend
 from thunder_aot.errors import ExportError
-from thunder_aot.model import Bucket, BucketProgram, DimRange, Program, ProgramInput, Region, SymDim, TensorSpec, TorchCall
 from thunder_aot.exporter.resolve import resolve_module
+from thunder_aot.model import (
+    Bucket,
+    BucketProgram,
+    DimRange,
+    Program,
+    ProgramInput,
+    Region,
+    SymDim,
+    TensorSpec,
+    TorchCall,
+)
 from thunder_aot.shapes import contains, dispatch_order, format_bucket, parse_shapes
 
 Progress = Callable[[str], None]
@@ -81,7 +91,9 @@ def versions() -> dict[str, str]:
         "thunder-aot": __version__,
         "lightning-thunder": _package_version("lightning-thunder"),
         "torch": torch.__version__.split("+")[0],
-        FORMATTER: _package_version(FORMATTER),  # check names a formatter of another version as the cause of a diff
+        FORMATTER: _package_version(
+            FORMATTER
+        ),  # check names a formatter of another version as the cause of a diff
     }
 
 
@@ -183,7 +195,9 @@ class Traces:
         if key not in self._traced:
             saved = []
             for path, other in (settings or {}).items():
-                parent, _, name = path.rpartition(".")  # PLACEMENT_SETTINGS are attributes: the path ends in ".name"
+                parent, _, name = path.rpartition(
+                    "."
+                )  # PLACEMENT_SETTINGS are attributes: the path ends in ".name"
                 owner = setting(self.module, parent) if parent else self.module
                 saved.append((owner, name, getattr(owner, name)))
                 setattr(owner, name, other)
@@ -256,28 +270,38 @@ def trace_bucket(
             diff = first_difference(instantiate(general, env), align_names(program, general))
             if diff is not None:
                 raise EdgeMismatch(
-                    f"bucket {format_bucket(bucket)}: the trace at {env} differs from the traces at {envs[0]} and "
-                    f"{envs[1]} ({diff}); split the bucket so that {env} gets a bucket of its own",
+                    f"bucket {format_bucket(bucket)}: the trace at {env} differs from the traces at "
+                    f"{envs[0]} and {envs[1]} ({diff}); split the bucket so that {env} gets a bucket "
+                    "of its own",
                     env,
                 )
-    others = {p: PLACEMENT_SETTINGS[p.rpartition(".")[2]](v) for p, v in attributes.items()
-              if p.rpartition(".")[2] in PLACEMENT_SETTINGS}
+    others = {
+        p: PLACEMENT_SETTINGS[p.rpartition(".")[2]](v)
+        for p, v in attributes.items()
+        if p.rpartition(".")[2] in PLACEMENT_SETTINGS
+    }
     positions = {p: alternatives for p, alternatives in others.items() if alternatives}
 
     def ignored(paths: list[str]) -> bool:
         return all(
-            _trace_ignores(traces, {p: positions[p][trial] for p in paths}, concrete[0], bucket, envs[0], index)
+            _trace_ignores(
+                traces, {p: positions[p][trial] for p in paths}, concrete[0], bucket, envs[0], index
+            )
             for trial in (0, 1)
         )
 
     # all at once (a model's layers), else one by one
-    for paths in [list(positions)] if len(positions) > 1 and ignored(list(positions)) else [[p] for p in positions]:
+    for paths in (
+        [list(positions)] if len(positions) > 1 and ignored(list(positions)) else [[p] for p in positions]
+    ):
         if len(paths) > 1 or ignored(paths):
             for path in paths:
                 del attributes[path]
             shown = paths[0] if len(paths) == 1 else f"{paths[0]} and {len(paths) - 1} more"
-            progress(f"{shown} {'do' if len(paths) > 1 else 'does'} not change the trace (two other values "
-                     "trace alike): the module serves any")
+            progress(
+                f"{shown} {'do' if len(paths) > 1 else 'does'} not change the trace (two other values "
+                "trace alike): the module serves any"
+            )
     return general, program_inputs, returns_tuple, attributes
 
 
@@ -293,16 +317,25 @@ def _sub_bucket(bucket: Bucket, name: str, lo: int, hi: int) -> Bucket:
     """``bucket`` with its dynamic dim ``name`` narrowed to [lo..hi] (an exact size where lo == hi)."""
     if lo == hi:
         specs = tuple(
-            TensorSpec(tuple(d.at({name: lo}) if isinstance(d, SymDim) and d.name == name else d for d in s.shape), s.dtype)
+            TensorSpec(
+                tuple(d.at({name: lo}) if isinstance(d, SymDim) and d.name == name else d for d in s.shape),
+                s.dtype,
+            )
             for s in bucket.inputs
         )
         return Bucket(specs, tuple(r for r in bucket.dims if r.name != name), bucket.values)
-    return Bucket(bucket.inputs, tuple(DimRange(name, lo, hi) if r.name == name else r for r in bucket.dims), bucket.values)
+    return Bucket(
+        bucket.inputs,
+        tuple(DimRange(name, lo, hi) if r.name == name else r for r in bucket.dims),
+        bucket.values,
+    )
 
 
 def condition_parts(lo: int, hi: int, op: str, value: int) -> list[tuple[int, int]]:
     """[lo..hi] cut where ``size OP value`` changes truth: the pieces on which it is constant."""
-    starts = {"eq": (value, value + 1), "ne": (value, value + 1), "lt": (value,), "ge": (value,)}.get(op, (value + 1,))
+    starts = {"eq": (value, value + 1), "ne": (value, value + 1), "lt": (value,), "ge": (value,)}.get(
+        op, (value + 1,)
+    )
     cuts = sorted({c for c in starts if lo < c <= hi})
     bounds = [lo, *cuts, hi + 1]
     return [(a, b - 1) for a, b in zip(bounds, bounds[1:])]
@@ -318,18 +351,26 @@ def check_size_conditions(traces: Traces, bucket: Bucket, progress: Progress) ->
     constant-size traces and the verification's samples are the only defence (export says so)."""
     conditions = traces.size_conditions(bucket, trace_envs(bucket)[0])
     if conditions is None:
-        progress(f"bucket {format_bucket(bucket)}: Thunder cannot trace it with symbolic sizes; tests of its "
-                 "dynamic sizes are looked for by tracing and verifying at sampled sizes only")
+        progress(
+            f"bucket {format_bucket(bucket)}: Thunder cannot trace it with symbolic sizes; tests of its "
+            "dynamic sizes are looked for by tracing and verifying at sampled sizes only"
+        )
         return
-    dynamic = {(i, axis): d.name for i, s in enumerate(bucket.inputs) for axis, d in enumerate(s.shape) if isinstance(d, SymDim)}
+    dynamic = {
+        (i, axis): d.name
+        for i, s in enumerate(bucket.inputs)
+        for axis, d in enumerate(s.shape)
+        if isinstance(d, SymDim)
+    }
     ranges = {r.name: r for r in bucket.dims}
     for c in conditions:
         if not any(size in dynamic for size in c.sizes):
             continue
         if c.input is None:
             raise ExportError(
-                f"bucket {format_bucket(bucket)}: forward tests a value computed from its dynamic sizes ({c.where}); "
-                "one trace cannot serve every size: give the sizes on each side of the test buckets of their own"
+                f"bucket {format_bucket(bucket)}: forward tests a value computed from its dynamic sizes "
+                f"({c.where}); one trace cannot serve every size: give the sizes on each side of the test "
+                "buckets of their own"
             )
         name = dynamic[(c.input, c.axis)]
         r = ranges[name]
@@ -339,8 +380,8 @@ def check_size_conditions(traces: Traces, bucket: Bucket, progress: Progress) ->
         test = f"{name} {_OPERATORS[c.op]} {c.value}"
         if len(bucket.dims) != 1:
             raise ExportError(
-                f"bucket {format_bucket(bucket)}: forward tests {test} ({c.where}); a bucket with several dynamic "
-                "dims is not split: split it by hand at that size"
+                f"bucket {format_bucket(bucket)}: forward tests {test} ({c.where}); a bucket with several "
+                "dynamic dims is not split: split it by hand at that size"
             )
         raise SizeSplit(
             f"bucket {format_bucket(bucket)}: forward tests {test} ({c.where})",
@@ -372,7 +413,9 @@ def split_at_edge(bucket: Bucket, env: dict[str, int]) -> list[Bucket] | None:
 
     def at(value: int | None, rng: DimRange | None) -> Bucket:
         specs = tuple(
-            TensorSpec(tuple(value if isinstance(d, SymDim) and value is not None else d for d in s.shape), s.dtype)
+            TensorSpec(
+                tuple(value if isinstance(d, SymDim) and value is not None else d for d in s.shape), s.dtype
+            )
             for s in bucket.inputs
         )
         return Bucket(specs, (rng,) if rng is not None else (), bucket.values)
@@ -388,17 +431,25 @@ def build_program(request: ExportRequest, progress: Progress) -> tuple[Program, 
     buckets = parse_shapes(list(request.shapes))
     module = request.instance if request.instance is not None else resolve_module(request.source)
     module.eval()
-    devices = {str(t.device) for t in itertools.chain(module.parameters(), module.buffers()) if t.device.type != "cpu"}
+    devices = {
+        str(t.device)
+        for t in itertools.chain(module.parameters(), module.buffers())
+        if t.device.type != "cpu"
+    }
     if "meta" in devices:
-        raise ExportError("the module's tensors are on the meta device: export traces and verifies with their values; "
-                          "load its weights first (e.g. to_empty() then load_state_dict)")
+        raise ExportError(
+            "the module's tensors are on the meta device: export traces and verifies with their values; "
+            "load its weights first (e.g. to_empty() then load_state_dict)"
+        )
     if devices:  # Thunder traces with CPU example inputs; the module itself is left where it is
         progress(f"the module's tensors are on {', '.join(sorted(devices))}: export traces a copy on the CPU")
         module = copy.deepcopy(module).cpu()
     input_names = forward_input_names(module, len(buckets[0].inputs))
     for b in buckets:
         if len(b.inputs) != len(input_names):
-            raise ExportError(f"bucket {format_bucket(b)} gives {len(b.inputs)} inputs; the others give {len(input_names)}")
+            raise ExportError(
+                f"bucket {format_bucket(b)} gives {len(b.inputs)} inputs; the others give {len(input_names)}"
+            )
     traced: list[tuple[Bucket, BucketProgram]] = []
     program_inputs: list[ProgramInput] | None = None
     returns_tuple = False
@@ -415,7 +466,9 @@ def build_program(request: ExportRequest, progress: Progress) -> tuple[Program, 
         except SizeSplit as e:
             splits += 1
             if splits > MAX_EDGE_SPLITS:
-                raise ExportError(f"{e}; too many splits: give the bucket's pieces buckets of their own") from None
+                raise ExportError(
+                    f"{e}; too many splits: give the bucket's pieces buckets of their own"
+                ) from None
             parts = [p for p in e.parts if not any(contains(b, p) and contains(p, b) for b in buckets)]
             progress(f"{e}: split into " + " and ".join(format_bucket(p) for p in parts))
             pending[:0] = parts
@@ -426,11 +479,15 @@ def build_program(request: ExportRequest, progress: Progress) -> tuple[Program, 
             if parts is None or splits > MAX_EDGE_SPLITS:
                 raise
             parts = [p for p in parts if not any(contains(b, p) and contains(p, b) for b in buckets)]
-            progress(f"{e.env} traces differently from the rest of {format_bucket(bucket)}: split into "
-                     + " and ".join(format_bucket(p) for p in parts))
+            progress(
+                f"{e.env} traces differently from the rest of {format_bucket(bucket)}: split into "
+                + " and ".join(format_bucket(p) for p in parts)
+            )
             pending[:0] = parts
             continue
-        if program_inputs is not None and [p.source_name for p in inputs] != [p.source_name for p in program_inputs]:
+        if program_inputs is not None and [p.source_name for p in inputs] != [
+            p.source_name for p in program_inputs
+        ]:
             raise ExportError(f"bucket {format_bucket(bucket)} uses other parameters than bucket 0")
         program_inputs = inputs
         attributes.update(read)
@@ -538,8 +595,8 @@ def _refuse_shadowing_dims(programs: list[BucketProgram]) -> None:
         for r in bp.bucket.dims:
             if r.name in values:
                 raise ExportError(
-                    f"the dynamic dim {r.name!r} has the name of a value of the traced program; name it otherwise "
-                    "(e.g. [S=LO..HI])"
+                    f"the dynamic dim {r.name!r} has the name of a value of the traced program; "
+                    "name it otherwise (e.g. [S=LO..HI])"
                 )
 
 
@@ -565,11 +622,16 @@ def regions_without_kernels(program: Program, backend) -> list[str]:
             where = f"program {bp.index}, " if len(program.programs) > 1 else ""
             if getattr(view, "source_level", False):
                 calls = Counter(c.target for c in region.source_calls)
-                instead = "its source's torch calls: " + ", ".join(f"{t} x{n}" for t, n in sorted(calls.items()))
+                instead = "its source's torch calls: " + ", ".join(
+                    f"{t} x{n}" for t, n in sorted(calls.items())
+                )
             else:
                 instead = f"one torch call per prim ({len(region.ops)})"
             prims = sorted({op.prim for op in region.ops})
-            lines.append(f"no {backend.name} kernel for {where}region {region.name} ({', '.join(prims)}): runs as {instead}")
+            lines.append(
+                f"no {backend.name} kernel for {where}region {region.name} ({', '.join(prims)}): "
+                f"runs as {instead}"
+            )
     return lines
 
 
@@ -587,8 +649,11 @@ def export(request: ExportRequest, *, verify: bool = True, progress: Progress | 
         request = dataclasses.replace(request, backend=name)
     verify = verify and request.verify
     if verify:  # before any tracing: a module that cannot be verified here is not written unasked
-        reason = get_backend(request.backend, nvfuser_dynamic=request.nvfuser_dynamic,
-                             nvfuser_frontend=request.nvfuser_frontend).unavailable_reason()
+        reason = get_backend(
+            request.backend,
+            nvfuser_dynamic=request.nvfuser_dynamic,
+            nvfuser_frontend=request.nvfuser_frontend,
+        ).unavailable_reason()
         if reason is not None:
             raise ExportError(
                 f"cannot verify a {request.backend} module on this machine ({reason}); "
@@ -602,7 +667,8 @@ def export(request: ExportRequest, *, verify: bool = True, progress: Progress | 
     for line in regions_without_kernels(program, backend):
         progress(line)
     progress(
-        f"rendering {len(program.dispatch)} bucket(s) as {len(program.programs)} program(s) with the {backend.name} backend"
+        f"rendering {len(program.dispatch)} bucket(s) as {len(program.programs)} program(s) "
+        f"with the {backend.name} backend"
     )
     text = render(program, backend, request.command(), versions(), checks=request.checks)
     if verify:
@@ -614,20 +680,38 @@ def export(request: ExportRequest, *, verify: bool = True, progress: Progress | 
 
         def verified(text: str) -> tuple[int, list[str]]:
             eager_only: list[str] = []
-            checked = run_verify(text, module, buckets, program.class_name, device=backend.verify_device, seed=seed,
-                                 without_float64=eager_only)
+            checked = run_verify(
+                text,
+                module,
+                buckets,
+                program.class_name,
+                device=backend.verify_device,
+                seed=seed,
+                without_float64=eager_only,
+            )
             return checked, eager_only
 
         try:
             checked, eager_only = verified(text)
         except ExportError as refusal:
             text, (checked, eager_only) = verified_with_source_calls(
-                program, backend, refusal,
-                lambda demoted: render(demoted, backend, request.command(), versions(), checks=request.checks),
-                verified, progress,
+                program,
+                backend,
+                refusal,
+                lambda demoted: render(
+                    demoted, backend, request.command(), versions(), checks=request.checks
+                ),
+                verified,
+                progress,
             )
-        against = ("float64" if not eager_only else
-                   f"float64; {len(eager_only)} of them against eager alone: the source module cannot run in float64")
+        against = (
+            "float64"
+            if not eager_only
+            else (
+                f"float64; {len(eager_only)} of them against eager alone: "
+                "the source module cannot run in float64"
+            )
+        )
         progress(f"verified: {checked} calls match the source module (against {against}; seed {seed})")
     else:
         progress("not verified (--no-verify)")

@@ -37,12 +37,18 @@ def absorb_into_readers(
             out = step.outputs[0].name
             readers = [k for k, s in enumerate(steps) if out in step_reads(s)]
             rewritten = None
-            if (out not in program.outputs and readers and all(isinstance(steps[k], Region) for k in readers)
-                    and not any(writes_in_place(s) for s in steps[i + 1:readers[-1]])):
+            if (
+                out not in program.outputs
+                and readers
+                and all(isinstance(steps[k], Region) for k in readers)
+                and not any(writes_in_place(s) for s in steps[i + 1 : readers[-1]])
+            ):
                 rewritten = {k: rewrite(steps[k], step, parsed, specs) for k in readers}
             if rewritten is None or not all(makes_kernel(r) for r in rewritten.values()):
                 continue  # (tried again after the next call moves: a reader it had may have gone)
-            program = dataclasses.replace(program, steps=tuple(rewritten.get(k, s) for k, s in enumerate(steps) if k != i))
+            program = dataclasses.replace(
+                program, steps=tuple(rewritten.get(k, s) for k, s in enumerate(steps) if k != i)
+            )
             break
         else:
             return program

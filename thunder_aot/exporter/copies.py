@@ -25,7 +25,18 @@ from collections.abc import Callable
 
 from thunder_aot.exporter.generalize import _renamed
 from thunder_aot.exporter.trace import FUSION_PREFIX
-from thunder_aot.model import BucketProgram, Const, DType, PrimOp, Ref, Region, Seq, Step, TorchCall, step_reads
+from thunder_aot.model import (
+    BucketProgram,
+    Const,
+    DType,
+    PrimOp,
+    Ref,
+    Region,
+    Seq,
+    Step,
+    TorchCall,
+    step_reads,
+)
 
 TO = "torch.Tensor.to"
 CONTIGUOUS = "torch.Tensor.contiguous"
@@ -35,10 +46,18 @@ RESHAPES = frozenset({"torch.reshape", "torch.Tensor.reshape", "torch.Tensor.vie
 TRANSPOSES = frozenset({"torch.transpose", "torch.Tensor.transpose", "torch.permute", "torch.Tensor.permute"})
 #: torch calls whose results are laid out contiguously as torch computes them on the GPU (a copy
 #: of a permuted view of one is a real copy)
-CONTIGUOUS_RESULTS = frozenset({
-    "torch.nn.functional.linear", "torch.matmul", "torch.bmm", "torch.mm", "torch.addmm", "torch.baddbmm",
-    "torch._grouped_mm", CONTIGUOUS,
-})
+CONTIGUOUS_RESULTS = frozenset(
+    {
+        "torch.nn.functional.linear",
+        "torch.matmul",
+        "torch.bmm",
+        "torch.mm",
+        "torch.addmm",
+        "torch.baddbmm",
+        "torch._grouped_mm",
+        CONTIGUOUS,
+    }
+)
 
 
 def _kwargs(call: TorchCall) -> dict:
@@ -60,10 +79,18 @@ def _is_no_op_to(call: TorchCall, specs: dict) -> bool:
 
 
 def _is_contiguous_call(call: Step) -> bool:
-    if not isinstance(call, TorchCall) or call.target != CONTIGUOUS or len(call.args) != 1 or not isinstance(call.args[0], Ref) or len(call.outputs) != 1:
+    if (
+        not isinstance(call, TorchCall)
+        or call.target != CONTIGUOUS
+        or len(call.args) != 1
+        or not isinstance(call.args[0], Ref)
+        or len(call.outputs) != 1
+    ):
         return False
     fmt = _kwargs(call).get("memory_format")
-    return set(_kwargs(call)) <= {"memory_format"} and (fmt is None or getattr(fmt, "name", "") == "torch.contiguous_format")
+    return set(_kwargs(call)) <= {"memory_format"} and (
+        fmt is None or getattr(fmt, "name", "") == "torch.contiguous_format"
+    )
 
 
 def _specs(program: BucketProgram) -> dict:
@@ -81,12 +108,19 @@ def _contiguous_values(steps: list[Step], contiguous_outputs: Callable[[Region],
             known |= contiguous_outputs(step)
         elif _is_contiguous_call(step):
             known.add(step.outputs[0].name)
-        elif step.target in RESHAPES and step.args and isinstance(step.args[0], Ref) and step.args[0].name in known:
+        elif (
+            step.target in RESHAPES
+            and step.args
+            and isinstance(step.args[0], Ref)
+            and step.args[0].name in known
+        ):
             known.update(o.name for o in step.outputs)
     return known
 
 
-def drop_no_op_calls(program: BucketProgram, contiguous_outputs: Callable[[Region], set[str]]) -> BucketProgram:
+def drop_no_op_calls(
+    program: BucketProgram, contiguous_outputs: Callable[[Region], set[str]]
+) -> BucketProgram:
     """``program`` without the ``to`` and ``contiguous`` calls that return their argument."""
     while True:
         steps = list(program.steps)
@@ -97,7 +131,9 @@ def drop_no_op_calls(program: BucketProgram, contiguous_outputs: Callable[[Regio
                 continue
             if _is_no_op_to(step, specs) or (_is_contiguous_call(step) and step.args[0].name in known):
                 names = {step.outputs[0].name: step.args[0].name}
-                program = dataclasses.replace(program, steps=tuple(steps[:i]) + _renamed(tuple(steps[i + 1:]), names))
+                program = dataclasses.replace(
+                    program, steps=tuple(steps[:i]) + _renamed(tuple(steps[i + 1 :]), names)
+                )
                 break
         else:
             return program
@@ -105,12 +141,19 @@ def drop_no_op_calls(program: BucketProgram, contiguous_outputs: Callable[[Regio
 
 def _permutation(call: TorchCall, rank: int) -> tuple[int, ...] | None:
     """The output dim k's input dim, per k, of a transpose or permute call (None: not one)."""
-    if call.target not in TRANSPOSES or call.kwargs or len(call.outputs) != 1 or not isinstance(call.args[0], Ref):
+    if (
+        call.target not in TRANSPOSES
+        or call.kwargs
+        or len(call.outputs) != 1
+        or not isinstance(call.args[0], Ref)
+    ):
         return None
     rest = call.args[1:]
     if len(rest) == 1 and isinstance(rest[0], Seq):
         rest = rest[0].items
-    if not all(isinstance(a, Const) and isinstance(a.value, int) and not isinstance(a.value, bool) for a in rest):
+    if not all(
+        isinstance(a, Const) and isinstance(a.value, int) and not isinstance(a.value, bool) for a in rest
+    ):
         return None
     dims = [a.value % rank if -rank <= a.value < rank else None for a in rest]
     if None in dims:
@@ -124,8 +167,14 @@ def _permutation(call: TorchCall, rank: int) -> tuple[int, ...] | None:
     return tuple(dims) if sorted(dims) == list(range(rank)) else None
 
 
-def _copy_region(steps: list[Step], k: int, specs: dict, producer: dict[str, int],
-                 contiguous_made: set[str], region_name: str) -> tuple[Region, list[int]] | None:
+def _copy_region(
+    steps: list[Step],
+    k: int,
+    specs: dict,
+    producer: dict[str, int],
+    contiguous_made: set[str],
+    region_name: str,
+) -> tuple[Region, list[int]] | None:
     """The region that ``steps[k]`` (a ``contiguous`` call) and the transposes it copies become,
     with the indices of those transposes; None where it is not such a copy."""
     call = steps[k]
@@ -159,8 +208,11 @@ def _copy_region(steps: list[Step], k: int, specs: dict, producer: dict[str, int
     return region, chain
 
 
-def copies_to_regions(program: BucketProgram, contiguous_outputs: Callable[[Region], set[str]],
-                      makes_kernel: Callable[[Region], bool]) -> BucketProgram:
+def copies_to_regions(
+    program: BucketProgram,
+    contiguous_outputs: Callable[[Region], set[str]],
+    makes_kernel: Callable[[Region], bool],
+) -> BucketProgram:
     """``program`` with each copy of a permuted view of a contiguous matmul or kernel result a
     region, where the backend makes a kernel of it."""
     start, count = 0, 0
@@ -169,10 +221,15 @@ def copies_to_regions(program: BucketProgram, contiguous_outputs: Callable[[Regi
         specs = _specs(program)
         producer = {o.name: i for i, s in enumerate(steps) for o in s.outputs}
         made = _contiguous_values(steps, contiguous_outputs) | {
-            o.name for s in steps if isinstance(s, TorchCall) and s.target in CONTIGUOUS_RESULTS for o in s.outputs
+            o.name
+            for s in steps
+            if isinstance(s, TorchCall) and s.target in CONTIGUOUS_RESULTS
+            for o in s.outputs
         }
         for k in range(start, len(steps)):
-            found = _copy_region(steps, k, specs, producer, made, f"{FUSION_PREFIX}{count}_copy")  # rendered fusion<n>_copy
+            found = _copy_region(
+                steps, k, specs, producer, made, f"{FUSION_PREFIX}{count}_copy"
+            )  # rendered fusion<n>_copy
             if found is None or not makes_kernel(found[0]):
                 continue
             region, chain = found

@@ -34,7 +34,9 @@ def demotable(program: Program, backend) -> list[tuple[int, str]]:
     found = []
     for k, bp in enumerate(program.programs):
         for region in bp.regions():
-            if region.source_calls and not getattr(backend.region_view(region, bp.bucket.dims), "source_level", False):
+            if region.source_calls and not getattr(
+                backend.region_view(region, bp.bucket.dims), "source_level", False
+            ):
                 found.append((k, region.name))
     return found
 
@@ -76,11 +78,21 @@ def verified_with_source_calls(
             result = verify_text(text)
         except Exception:  # another refusal (or a program the backend cannot render): the next try
             continue
-        where = "" if len(program.programs) == 1 else " of program " + ", ".join(sorted({str(k) for k, _ in which}))
+        where = (
+            ""
+            if len(program.programs) == 1
+            else " of program " + ", ".join(sorted({str(k) for k, _ in which}))
+        )
         names = ", ".join(name for _, name in which)
         # worded as regions_without_kernels' lines where the backend makes kernels
-        lead = f"region(s) {names}" if backend.name == "torch" else f"no {backend.name} kernel for region(s) {names}"
-        progress(f"{lead}{where}: verification refused them as Thunder decomposed them ({refusal}); "
-                 "they run as their source's torch calls instead, and that verified")
+        lead = (
+            f"region(s) {names}"
+            if backend.name == "torch"
+            else f"no {backend.name} kernel for region(s) {names}"
+        )
+        progress(
+            f"{lead}{where}: verification refused them as Thunder decomposed them ({refusal}); "
+            "they run as their source's torch calls instead, and that verified"
+        )
         return text, result
     raise refusal

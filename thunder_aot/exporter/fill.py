@@ -20,8 +20,21 @@ from collections.abc import Callable
 from thunder_aot.exporter.copies import _specs
 from thunder_aot.exporter.trace import FUSION_PREFIX
 from thunder_aot.model import (
-    BucketProgram, Const, PrimOp, Ref, Region, Seq, SliceArg, Step, TensorSpec, TorchCall, TorchName, Value, dim_arg,
-    step_reads, writes_in_place,
+    BucketProgram,
+    Const,
+    PrimOp,
+    Ref,
+    Region,
+    Seq,
+    SliceArg,
+    Step,
+    TensorSpec,
+    TorchCall,
+    TorchName,
+    Value,
+    dim_arg,
+    step_reads,
+    writes_in_place,
 )
 
 EMPTIES = frozenset({"torch.Tensor.new_empty", "torch.empty"})
@@ -40,10 +53,17 @@ class _Piece:
 
 def _last_dim_slice(call: Step, buffer: str, width: int) -> tuple[int, int] | None:
     """``(start, stop)`` where ``call`` is ``buffer[..., start:stop]`` (constant bounds, no step)."""
-    if not (isinstance(call, TorchCall) and call.target == GETITEM and len(call.args) == 2 and not call.kwargs):
+    if not (
+        isinstance(call, TorchCall) and call.target == GETITEM and len(call.args) == 2 and not call.kwargs
+    ):
         return None
     target, index = call.args
-    if target != Ref(buffer) or not isinstance(index, Seq) or len(index.items) != 2 or index.items[0] != TorchName("..."):
+    if (
+        target != Ref(buffer)
+        or not isinstance(index, Seq)
+        or len(index.items) != 2
+        or index.items[0] != TorchName("...")
+    ):
         return None
     piece = index.items[1]
     if not isinstance(piece, SliceArg) or piece.step != Const(None):
@@ -84,16 +104,27 @@ def _fill(steps: list[Step], k: int, specs: dict, outputs: set[str]) -> tuple[li
         if len(readers) != 1 or view in outputs:
             return None
         copy = steps[readers[0]]
-        if not (isinstance(copy, TorchCall) and copy.target == COPY and len(copy.args) == 2 and not copy.kwargs
-                and copy.args[0] == Ref(view) and isinstance(copy.args[1], Ref)):
+        if not (
+            isinstance(copy, TorchCall)
+            and copy.target == COPY
+            and len(copy.args) == 2
+            and not copy.kwargs
+            and copy.args[0] == Ref(view)
+            and isinstance(copy.args[1], Ref)
+        ):
             return None
         if _readers(steps, copy.outputs[0].name) or copy.outputs[0].name in outputs:
             return None
         source, used = copy.args[1].name, (i, readers[0])
         made_by = steps[producer[source]] if source in producer else None
-        if (isinstance(made_by, TorchCall) and made_by.target == EXPAND and isinstance(made_by.args[0], Ref)
-                and _readers(steps, source) == [readers[0]] and source not in outputs
-                and len(specs[made_by.args[0].name].shape) == len(shape)):
+        if (
+            isinstance(made_by, TorchCall)
+            and made_by.target == EXPAND
+            and isinstance(made_by.args[0], Ref)
+            and _readers(steps, source) == [readers[0]]
+            and source not in outputs
+            and len(specs[made_by.args[0].name].shape) == len(shape)
+        ):
             source, used = made_by.args[0].name, (producer[source], *used)
         pieces.append(_Piece(*bounds, source, used))
         last = max(last, readers[0])
@@ -102,7 +133,9 @@ def _fill(steps: list[Step], k: int, specs: dict, outputs: set[str]) -> tuple[li
         return None
     if any(a.stop != b.start for a, b in zip(pieces, pieces[1:])):
         return None
-    first_reader = next((i for i in _readers(steps, buffer.name) if not any(i in p.steps for p in pieces)), None)
+    first_reader = next(
+        (i for i in _readers(steps, buffer.name) if not any(i in p.steps for p in pieces)), None
+    )
     if first_reader is not None and first_reader < last:
         return None
     taken = {j for p in pieces for j in p.steps}
@@ -132,7 +165,13 @@ def _region(buffer: Value, pieces: list[_Piece], specs: dict, name: str) -> Regi
             continue
         out = Value(f"{buffer.name}_piece{n}", TensorSpec(wanted, buffer.spec.dtype))
         dims = Seq(tuple(dim_arg(d) for d in wanted))
-        ops.append(PrimOp("broadcast_in_dim", (out,), (Ref(p.source), dims, Seq(tuple(Const(j) for j in range(len(wanted)))))))
+        ops.append(
+            PrimOp(
+                "broadcast_in_dim",
+                (out,),
+                (Ref(p.source), dims, Seq(tuple(Const(j) for j in range(len(wanted))))),
+            )
+        )
         parts.append(Ref(out.name))
     ops.append(PrimOp("cat", (buffer,), (Seq(tuple(parts), is_list=True), Const(-1))))
     return Region(name, tuple(inputs), (buffer,), tuple(ops))
@@ -150,7 +189,9 @@ def fills_to_regions(program: BucketProgram, makes_kernel: Callable[[Region], bo
             if found is None:
                 continue
             pieces, last = found
-            region = _region(steps[k].outputs[0], pieces, specs, f"{FUSION_PREFIX}{count}_fill")  # rendered fusion<n>_fill
+            region = _region(
+                steps[k].outputs[0], pieces, specs, f"{FUSION_PREFIX}{count}_fill"
+            )  # rendered fusion<n>_fill
             if not makes_kernel(region):
                 continue
             taken = {k, *(j for p in pieces for j in p.steps)}

@@ -27,8 +27,14 @@ INDEX_DTYPES = frozenset({"int64", "int32"})
 
 def _gather_parts(step, specs: dict) -> tuple[str, str] | None:
     """``(x, idx)`` of ``x[idx]`` with ``idx`` a 1-D integer tensor (a gather of ``x``'s dim 0)."""
-    if not (isinstance(step, TorchCall) and step.target == GETITEM and len(step.args) == 2 and not step.kwargs
-            and len(step.outputs) == 1 and all(isinstance(a, Ref) for a in step.args)):
+    if not (
+        isinstance(step, TorchCall)
+        and step.target == GETITEM
+        and len(step.args) == 2
+        and not step.kwargs
+        and len(step.outputs) == 1
+        and all(isinstance(a, Ref) for a in step.args)
+    ):
         return None
     x, idx = step.args[0].name, step.args[1].name
     if x not in specs or idx not in specs:
@@ -61,5 +67,9 @@ def _with_take(region: Region, call: TorchCall, x: str, idx: str, specs: dict) -
 def absorb_gathers(program: BucketProgram, makes_kernel: Callable[[Region], bool]) -> BucketProgram:
     """``program`` with each gather that only regions read moved into those regions, where every
     one of them still makes a kernel (``makes_kernel``) with it inside."""
-    return absorb_into_readers(program, makes_kernel, _gather_parts,
-                               lambda region, call, parts, specs: _with_take(region, call, *parts, specs))
+    return absorb_into_readers(
+        program,
+        makes_kernel,
+        _gather_parts,
+        lambda region, call, parts, specs: _with_take(region, call, *parts, specs),
+    )

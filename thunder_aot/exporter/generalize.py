@@ -18,9 +18,18 @@ import dataclasses
 
 from thunder_aot.errors import ExportError
 from thunder_aot.model import (
-    Bucket, BucketProgram, Const, DimRange, PrimOp, Ref, SizeArg, SymDim, TensorSpec, TorchCall, Value,
+    Bucket,
+    BucketProgram,
+    Const,
+    DimRange,
+    PrimOp,
+    Ref,
+    SizeArg,
+    SymDim,
+    TensorSpec,
+    TorchCall,
+    Value,
 )
-
 
 
 class _Mismatch(Exception):
@@ -58,7 +67,9 @@ def _unify(items: list[object], envs: list[dict[str, int]], path: str) -> object
             return Const(unified) if isinstance(unified, int) else SizeArg(unified)
         if any(i != first for i in items):
             values = [i.value for i in items]
-            if all(isinstance(v, float) and v.is_integer() for v in values):  # x.mean over a dynamic dim divides by it
+            if all(
+                isinstance(v, float) and v.is_integer() for v in values
+            ):  # x.mean over a dynamic dim divides by it
                 try:
                     return SizeArg(_unify_int([int(v) for v in values], envs, path), real=True)
                 except _Mismatch:
@@ -73,7 +84,8 @@ def _unify(items: list[object], envs: list[dict[str, int]], path: str) -> object
         )
         return TensorSpec(shape, first.dtype)
     if isinstance(first, (PrimOp, TorchCall)) and any(
-        getattr(i, "prim", None) != getattr(first, "prim", None) or getattr(i, "target", None) != getattr(first, "target", None)
+        getattr(i, "prim", None) != getattr(first, "prim", None)
+        or getattr(i, "target", None) != getattr(first, "target", None)
         for i in items
     ):
         raise _Mismatch(f"{path}: a different op is traced at another size")
@@ -95,7 +107,9 @@ def _unify(items: list[object], envs: list[dict[str, int]], path: str) -> object
             raise _Mismatch(f"{path}: {len(first)} items at one size, {[len(i) for i in items]} at others")
         return tuple(_unify([i[k] for i in items], envs, f"{path}[{k}]") for k in range(len(first)))
     if any(i != first for i in items):
-        raise _Mismatch(f"{path}: {items[0]!r} becomes {[i for i in items if i != first][0]!r} at another size")
+        raise _Mismatch(
+            f"{path}: {items[0]!r} becomes {[i for i in items if i != first][0]!r} at another size"
+        )
     return first
 
 
@@ -130,10 +144,16 @@ def _renamed(obj: object, names: dict[str, str]) -> object:
     if isinstance(obj, (Value, Ref)):
         return dataclasses.replace(obj, name=names.get(obj.name, obj.name))
     if isinstance(obj, BucketProgram):
-        return dataclasses.replace(obj, inputs=_renamed(obj.inputs, names), steps=_renamed(obj.steps, names),
-                                   outputs=tuple(names.get(n, n) for n in obj.outputs))
+        return dataclasses.replace(
+            obj,
+            inputs=_renamed(obj.inputs, names),
+            steps=_renamed(obj.steps, names),
+            outputs=tuple(names.get(n, n) for n in obj.outputs),
+        )
     if dataclasses.is_dataclass(obj) and not isinstance(obj, Bucket):
-        return dataclasses.replace(obj, **{f.name: _renamed(getattr(obj, f.name), names) for f in dataclasses.fields(obj)})
+        return dataclasses.replace(
+            obj, **{f.name: _renamed(getattr(obj, f.name), names) for f in dataclasses.fields(obj)}
+        )
     if isinstance(obj, tuple):
         return tuple(_renamed(item, names) for item in obj)
     return obj
@@ -170,7 +190,9 @@ def instantiate(obj: object, env: dict[str, int]) -> object:
     if isinstance(obj, Bucket):
         return obj
     if dataclasses.is_dataclass(obj):
-        return dataclasses.replace(obj, **{f.name: instantiate(getattr(obj, f.name), env) for f in dataclasses.fields(obj)})
+        return dataclasses.replace(
+            obj, **{f.name: instantiate(getattr(obj, f.name), env) for f in dataclasses.fields(obj)}
+        )
     if isinstance(obj, tuple):
         return tuple(instantiate(i, env) for i in obj)
     return obj
@@ -230,7 +252,8 @@ def _over_sizes(group: list[tuple[Bucket, BucketProgram]], taken: set[str]) -> B
     size differs between them becomes a dim; None when their programs are not one program."""
     first = group[0][0]
     if any(
-        [(len(s.shape), s.dtype) for s in b.inputs] != [(len(s.shape), s.dtype) for s in first.inputs] for b, _ in group
+        [(len(s.shape), s.dtype) for s in b.inputs] != [(len(s.shape), s.dtype) for s in first.inputs]
+        for b, _ in group
     ):
         return None
     names: dict[tuple[int, ...], str] = {}  # a column of sizes (one per bucket) -> its dim
@@ -243,7 +266,11 @@ def _over_sizes(group: list[tuple[Bucket, BucketProgram]], taken: set[str]) -> B
                 shape.append(size)
                 continue
             if column not in names:
-                names[column] = next(f"s{k}" for k in range(len(taken) + len(names) + 1) if f"s{k}" not in taken and f"s{k}" not in names.values())
+                names[column] = next(
+                    f"s{k}"
+                    for k in range(len(taken) + len(names) + 1)
+                    if f"s{k}" not in taken and f"s{k}" not in names.values()
+                )
             shape.append(SymDim(names[column]))
         shapes.append(TensorSpec(tuple(shape), spec.dtype))
     envs = [{name: column[j] for column, name in names.items()} for j in range(len(group))]
@@ -257,7 +284,9 @@ def _over_sizes(group: list[tuple[Bucket, BucketProgram]], taken: set[str]) -> B
     return dataclasses.replace(general, bucket=Bucket(tuple(shapes), dims))
 
 
-def share_programs(traced: list[tuple[Bucket, BucketProgram]]) -> tuple[list[BucketProgram], list[tuple[Bucket, int]]]:
+def share_programs(
+    traced: list[tuple[Bucket, BucketProgram]],
+) -> tuple[list[BucketProgram], list[tuple[Bucket, int]]]:
     """Programs for buckets traced in dispatch order: (the distinct programs, each numbered by its
     first bucket in dispatch order; every bucket in dispatch order with its program's index)."""
     owner: dict[int, int] = {}  # bucket position -> position of the bucket whose program it runs

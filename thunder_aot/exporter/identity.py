@@ -18,12 +18,21 @@ _DROPOUT_PARAMS = ("input", "p", "training", "inplace")
 DROPOUTS = {
     target: _DROPOUT_PARAMS
     for target in (
-        "torch.nn.functional.dropout", "torch.nn.functional.dropout1d", "torch.nn.functional.dropout2d",
-        "torch.nn.functional.dropout3d", "torch.nn.functional.alpha_dropout", "torch.nn.functional.feature_alpha_dropout",
+        "torch.nn.functional.dropout",
+        "torch.nn.functional.dropout1d",
+        "torch.nn.functional.dropout2d",
+        "torch.nn.functional.dropout3d",
+        "torch.nn.functional.alpha_dropout",
+        "torch.nn.functional.feature_alpha_dropout",
     )
 }
-DROPOUTS.update({"torch.dropout": ("input", "p", "train"), "torch.alpha_dropout": ("input", "p", "train"),
-                 "torch.feature_dropout": ("input", "p", "train")})
+DROPOUTS.update(
+    {
+        "torch.dropout": ("input", "p", "train"),
+        "torch.alpha_dropout": ("input", "p", "train"),
+        "torch.feature_dropout": ("input", "p", "train"),
+    }
+)
 #: the defaults of the parameters above that a call may leave out
 _DEFAULTS = {"p": 0.5, "training": True, "inplace": False}
 
@@ -77,5 +86,10 @@ def drop_identity_calls(program: BucketProgram) -> BucketProgram:
         return program
     if any(isinstance(s, Region) and len({v.name for v in s.inputs}) < len(s.inputs) for s in kept):
         return program  # a region read both the input and the call's output: kept as traced
-    return BucketProgram(index=program.index, bucket=program.bucket, inputs=program.inputs, steps=tuple(kept),
-                         outputs=tuple(names.get(n, n) for n in program.outputs))
+    return BucketProgram(
+        index=program.index,
+        bucket=program.bucket,
+        inputs=program.inputs,
+        steps=tuple(kept),
+        outputs=tuple(names.get(n, n) for n in program.outputs),
+    )

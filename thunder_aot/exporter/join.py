@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from thunder_aot.model import BucketProgram, Ref, Region, arg_refs, step_reads, writes_in_place
+from thunder_aot.model import BucketProgram, Region, arg_refs, step_reads, writes_in_place
 
 #: prims whose every output element reads many input elements: a region with one is never
 #: recomputed per element of its reader
@@ -68,7 +68,9 @@ def joined(a: Region, b: Region, keep: set[str]) -> Region:
             seen.add(v.name)
     outputs = (*(o for o in a.outputs if o.name in keep), *b.outputs)
     both = a.source_calls and b.source_calls
-    return Region(b.name, tuple(inputs), outputs, (*a.ops, *b.ops), (*a.source_calls, *b.source_calls) if both else ())
+    return Region(
+        b.name, tuple(inputs), outputs, (*a.ops, *b.ops), (*a.source_calls, *b.source_calls) if both else ()
+    )
 
 
 def join_regions(program: BucketProgram, makes_kernel: Callable[[Region], bool]) -> BucketProgram:
@@ -82,12 +84,14 @@ def join_regions(program: BucketProgram, makes_kernel: Callable[[Region], bool])
             first = next((k for k in range(i + 1, len(steps)) if made & set(step_reads(steps[k]))), None)
             if first is None or not isinstance(steps[first], Region) or not makes_kernel(steps[first]):
                 continue
-            if any(writes_in_place(s) for s in steps[i + 1:first]):
+            if any(writes_in_place(s) for s in steps[i + 1 : first]):
                 continue  # a write in between might change what A read
             b = steps[first]
-            if any(op.prim in REDUCTIONS for op in a.ops) and not _reads_each_once(b, made & set(step_reads(b))):
+            if any(op.prim in REDUCTIONS for op in a.ops) and not _reads_each_once(
+                b, made & set(step_reads(b))
+            ):
                 continue
-            later = {n for s in steps[first + 1:] for n in step_reads(s)} | set(program.outputs)
+            later = {n for s in steps[first + 1 :] for n in step_reads(s)} | set(program.outputs)
             c = joined(a, b, made & later)
             if not makes_kernel(c):
                 continue

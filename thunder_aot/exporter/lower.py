@@ -11,8 +11,11 @@ import sys
 from pathlib import Path
 
 import torch
+from thunder.core import devices, dtypes, prims  # noqa: E402  (trace.py imported thunder quietly)
+from thunder.core.proxies import NumberProxy, TensorProxy
 
 from thunder_aot.errors import ExportError
+from thunder_aot.exporter.trace import FUSION_PREFIX, TracedBucket
 from thunder_aot.model import (
     Arg,
     Bucket,
@@ -33,15 +36,32 @@ from thunder_aot.model import (
     Value,
     step_reads,
 )
-from thunder_aot.exporter.trace import FUSION_PREFIX, TracedBucket
-
-from thunder.core import devices, dtypes, prims  # noqa: E402  (trace.py imported thunder quietly)
-from thunder.core.proxies import NumberProxy, TensorProxy
 
 # Names the generated code uses at module level; a traced value with one of these names is renamed.
 RESERVED_NAMES = frozenset(
-    {"torch", "nvfuser", "nvfuser_direct", "triton", "tl", "fd", "FusionDefinition", "DataType", "forward", "math"}
-    | {"device", "os", "threading", "row", "rows", "cols", "mask", "N", "BLOCK"}  # generated code's own locals
+    {
+        "torch",
+        "nvfuser",
+        "nvfuser_direct",
+        "triton",
+        "tl",
+        "fd",
+        "FusionDefinition",
+        "DataType",
+        "forward",
+        "math",
+    }
+    | {
+        "device",
+        "os",
+        "threading",
+        "row",
+        "rows",
+        "cols",
+        "mask",
+        "N",
+        "BLOCK",
+    }  # generated code's own locals
     | set(dir(builtins))
     | set(keyword.kwlist)
 )
@@ -49,7 +69,12 @@ RESERVED_NAMES = frozenset(
 #: torch ops whose Thunder decomposition drops NaN (relu's where(x > 0, x, 0)) that eager propagates
 NAN_PROPAGATING = frozenset({"relu"})
 
-_SKIPPED_PRIMS = {prims.PrimIDs.UNPACK_TRIVIAL, prims.PrimIDs.DEL, prims.PrimIDs.COMMENT, prims.PrimIDs.UNPACK_SEQUENCE}
+_SKIPPED_PRIMS = {
+    prims.PrimIDs.UNPACK_TRIVIAL,
+    prims.PrimIDs.DEL,
+    prims.PrimIDs.COMMENT,
+    prims.PrimIDs.UNPACK_SEQUENCE,
+}
 
 
 #: ops of Thunder's torch executor that are not torch functions, by name: how each becomes one
@@ -106,7 +131,13 @@ class Lowerer:
         return new
 
     def value(self, p: TensorProxy) -> Value:
-        return Value(self.name(p.name), TensorSpec(tuple(int(s) for s in p.shape), dtypes.to_torch_dtype(p.dtype).__repr__().removeprefix("torch.")))
+        return Value(
+            self.name(p.name),
+            TensorSpec(
+                tuple(int(s) for s in p.shape),
+                dtypes.to_torch_dtype(p.dtype).__repr__().removeprefix("torch."),
+            ),
+        )
 
     def arg(self, x: object, where: str) -> Arg:
         if isinstance(x, TensorProxy):
@@ -135,7 +166,9 @@ class Lowerer:
         outs = []
         for o in bsym.flat_outs:
             if not isinstance(o, TensorProxy):
-                raise ExportError(f"{where} produces a {type(o).__name__}; only tensor results can be exported")
+                raise ExportError(
+                    f"{where} produces a {type(o).__name__}; only tensor results can be exported"
+                )
             outs.append(self.value(o))
         return tuple(outs)
 
@@ -145,7 +178,11 @@ class Lowerer:
         # writes (e.g. a view left to the torch executor gets a new output name): the call in the
         # execution trace has the final names, the recorded prims the earlier ones.
         for recorded, final in zip([*fused.inputs, *fused.outputs], [*bsym.args, *bsym.flat_outs]):
-            if isinstance(recorded, TensorProxy) and isinstance(final, TensorProxy) and recorded.name != final.name:
+            if (
+                isinstance(recorded, TensorProxy)
+                and isinstance(final, TensorProxy)
+                and recorded.name != final.name
+            ):
                 self.renames[recorded.name] = self.name(final.name)
         ops = []
         for prim_bsym, top in fused.prims:
@@ -168,7 +205,9 @@ class Lowerer:
             source_calls=self.source_calls(fused, bsym.sym.name, inputs, outputs),
         )
 
-    def source_calls(self, fused, region: str, inputs: tuple[Value, ...], outputs: tuple[Value, ...]) -> tuple[TorchCall, ...]:
+    def source_calls(
+        self, fused, region: str, inputs: tuple[Value, ...], outputs: tuple[Value, ...]
+    ) -> tuple[TorchCall, ...]:
         """The region's source-level torch calls, their intermediate values named apart from the
         program's (``<region>_<name>``); () where any is not a torch call or they do not compute
         exactly the region's outputs from its inputs."""
@@ -217,13 +256,19 @@ class Lowerer:
         a, key, value = bsym.args
         keys = key if isinstance(key, (tuple, list)) else (key,)
         if not all(isinstance(k, TensorProxy) for k in keys):
-            raise ExportError(f"cannot export an assignment through a {type(key).__name__} key (x[key] = value): "
-                              "expected an index tensor or a tuple of them")
+            raise ExportError(
+                f"cannot export an assignment through a {type(key).__name__} key (x[key] = value): "
+                "expected an index tensor or a tuple of them"
+            )
         where = "setitem"
         return TorchCall(
             target="torch.index_put",
             outputs=self.outputs(bsym, where),
-            args=(self.arg(a, where), Seq(tuple(self.arg(k, where) for k in keys), is_list=False), self.arg(value, where)),
+            args=(
+                self.arg(a, where),
+                Seq(tuple(self.arg(k, where) for k in keys), is_list=False),
+                self.arg(value, where),
+            ),
             kwargs=(),
             source=source_ref(bsym),
         )
@@ -249,8 +294,8 @@ class Lowerer:
         target = f"{module_name}.{bsym.sym.name}"
         if not (module_name == "torch" or module_name.startswith("torch.")):
             raise ExportError(
-                f"cannot export op {bsym.sym.name!r} (executor {bsym.sym.executor}, module {module_name or '?'}): "
-                "it is neither fused nor a torch function"
+                f"cannot export op {bsym.sym.name!r} (executor {bsym.sym.executor}, "
+                f"module {module_name or '?'}): it is neither fused nor a torch function"
             )
         where = target
         return TorchCall(
@@ -268,7 +313,9 @@ class Lowerer:
         taken = {a.name for a in trace.args} | set(self.renames.values())
         for a, (kind, source_name) in zip(trace.args, kinds):
             if kind is None:
-                raise ExportError(f"traced argument {a.name!r} is neither an input nor a parameter/buffer of the module")
+                raise ExportError(
+                    f"traced argument {a.name!r} is neither an input nor a parameter/buffer of the module"
+                )
             named = state_name(source_name) if kind != "input" else a.name
             if a.name not in self.renames and named not in taken and named not in RESERVED_NAMES:
                 # named for its state_dict key, as Thunder names most (it names some after the local
@@ -292,7 +339,10 @@ class Lowerer:
                     flat = flat[0]
                 for o in flat:
                     if not isinstance(o, TensorProxy):
-                        raise ExportError(f"the module returns a {type(o).__name__}; expected a tensor or a tuple of tensors")
+                        raise ExportError(
+                            f"the module returns a {type(o).__name__}; "
+                            "expected a tensor or a tuple of tensors"
+                        )
                 outputs = tuple(self.name(o.name) for o in flat)
                 continue
             if bsym.sym.name == "update_aliases":  # Thunder's note after an in-place op: the same tensors

@@ -21,8 +21,20 @@ import dataclasses
 
 from thunder_aot.exporter.generalize import _value_names
 from thunder_aot.model import (
-    BucketProgram, Const, MergedWeight, PrimOp, ProgramInput, Ref, Region, Seq, Step, TensorSpec, TorchCall, Value,
-    dim_arg, step_reads,
+    BucketProgram,
+    Const,
+    MergedWeight,
+    PrimOp,
+    ProgramInput,
+    Ref,
+    Region,
+    Seq,
+    Step,
+    TensorSpec,
+    TorchCall,
+    Value,
+    dim_arg,
+    step_reads,
 )
 
 LINEAR = "torch.nn.functional.linear"
@@ -68,7 +80,9 @@ def _groups(program: BucketProgram, parameters: set[str]) -> list[_Group]:
             continue
         x, weight, bias = parts
         spec = specs[weight]
-        if len(spec.shape) != 2 or (bias is not None and (len(specs[bias].shape) != 1 or specs[bias].dtype != spec.dtype)):
+        if len(spec.shape) != 2 or (
+            bias is not None and (len(specs[bias].shape) != 1 or specs[bias].dtype != spec.dtype)
+        ):
             continue
         by_input.setdefault((x, bias is not None, spec.dtype), []).append((weight, bias))
     groups = []
@@ -125,16 +139,27 @@ def _slice_op(out: Value, merged: Value, start: int) -> PrimOp:
     return PrimOp(
         "slice",
         (out,),
-        (Ref(merged.name), Seq(tuple(Const(0) for _ in shape[:-1]) + (Const(start),)), Seq(tuple(ends)),
-         Seq(tuple(Const(1) for _ in shape))),
+        (
+            Ref(merged.name),
+            Seq(tuple(Const(0) for _ in shape[:-1]) + (Const(start),)),
+            Seq(tuple(ends)),
+            Seq(tuple(Const(1) for _ in shape)),
+        ),
     )
 
 
 def _narrow_call(out: Value, merged: Value, start: int, source) -> TorchCall:
-    return TorchCall("torch.narrow", (out,), (Ref(merged.name), Const(-1), Const(start), Const(out.spec.shape[-1])), source=source)
+    return TorchCall(
+        "torch.narrow",
+        (out,),
+        (Ref(merged.name), Const(-1), Const(start), Const(out.spec.shape[-1])),
+        source=source,
+    )
 
 
-def _rewrite(program: BucketProgram, group: _Group, weight: Value, bias: Value | None, parameters: set[str]) -> BucketProgram:
+def _rewrite(
+    program: BucketProgram, group: _Group, weight: Value, bias: Value | None, parameters: set[str]
+) -> BucketProgram:
     """One program with ``group``'s linear calls replaced by one call on the merged tensors (a member
     weight's calls on other inputs stay as they are, reading the member's view)."""
     x = _input_of(program, group, parameters)
@@ -152,8 +177,12 @@ def _rewrite(program: BucketProgram, group: _Group, weight: Value, bias: Value |
         start += out.spec.shape[-1]
     out0 = first.outputs[0]
     merged_out = Value(f"{out0.name}_merged", TensorSpec((*out0.spec.shape[:-1], start), out0.spec.dtype))
-    merged_call = TorchCall(LINEAR, (merged_out,), (first.args[0], Ref(weight.name), Ref(bias.name) if bias else Const(None)),
-                            source=first.source)
+    merged_call = TorchCall(
+        LINEAR,
+        (merged_out,),
+        (first.args[0], Ref(weight.name), Ref(bias.name) if bias else Const(None)),
+        source=first.source,
+    )
     dropped = {i for i, _ in calls}
     later = [s for i, s in enumerate(program.steps) if i > first_index and i not in dropped]
     views: list[TorchCall] = []
@@ -174,12 +203,18 @@ def _rewrite(program: BucketProgram, group: _Group, weight: Value, bias: Value |
                     step,
                     inputs=tuple(inputs),
                     ops=tuple(_slice_op(out, merged_out, at) for out, at in read) + step.ops,
-                    source_calls=tuple(_narrow_call(out, merged_out, at, first.source) for out, at in read)
-                    + step.source_calls if step.source_calls else (),
+                    source_calls=(
+                        tuple(_narrow_call(out, merged_out, at, first.source) for out, at in read)
+                        + step.source_calls
+                        if step.source_calls
+                        else ()
+                    ),
                 )
         rewritten.append(step)
     for out, at in parts:
-        if out.name in program.outputs or any(not isinstance(s, Region) and out.name in step_reads(s) for s in later):
+        if out.name in program.outputs or any(
+            not isinstance(s, Region) and out.name in step_reads(s) for s in later
+        ):
             views.append(_narrow_call(out, merged_out, at, first.source))
     steps = [s for i, s in enumerate(program.steps) if i < first_index] + [merged_call, *views, *rewritten]
     inputs = list(program.inputs) + [weight] + ([bias] if bias else [])
@@ -233,8 +268,11 @@ def merge_projections(
         ]
         # programs without this group still take the merged tensors as arguments (one signature)
         programs = [
-            bp if any(v.name == values[0].name for v in bp.inputs)
-            else dataclasses.replace(bp, inputs=bp.inputs + tuple(v for v in values if v is not None))
+            (
+                bp
+                if any(v.name == values[0].name for v in bp.inputs)
+                else dataclasses.replace(bp, inputs=bp.inputs + tuple(v for v in values if v is not None))
+            )
             for bp in programs
         ]
     return programs, new_inputs, tuple(table)

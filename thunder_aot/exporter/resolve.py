@@ -18,7 +18,9 @@ def _import_attr(path: str) -> object:
         parts = path.split(".")
         candidates = [(".".join(parts[:i]), ".".join(parts[i:])) for i in range(len(parts) - 1, 0, -1)]
     if not path or not all(candidates[0]):
-        raise ExportError(f"bad import path {path!r}; expected 'package.module:attr' or 'package.module.attr'")
+        raise ExportError(
+            f"bad import path {path!r}; expected 'package.module:attr' or 'package.module.attr'"
+        )
     first_error: Exception | None = None
     for module_name, attr_path in candidates:
         try:
@@ -35,7 +37,9 @@ def _import_attr(path: str) -> object:
             raise ExportError(f"importing {module_name!r} failed: {type(e).__name__}: {e}") from e
         for attr in attr_path.split("."):
             if not hasattr(obj, attr):
-                raise ExportError(f"module {module_name!r} has no attribute {attr_path!r} (from import path {path!r})")
+                raise ExportError(
+                    f"module {module_name!r} has no attribute {attr_path!r} (from import path {path!r})"
+                )
             obj = getattr(obj, attr)
         return obj
     raise ExportError(f"cannot import {path!r}: no module named {getattr(first_error, 'name', path)!r}")
@@ -52,7 +56,10 @@ def resolve_module(path: str) -> torch.nn.Module:
         try:
             made = obj()
         except TypeError as e:
-            raise ExportError(f"calling {path!r} with no arguments failed ({e}); expected an nn.Module, its class or a zero-argument factory") from e
+            raise ExportError(
+                f"calling {path!r} with no arguments failed ({e}); "
+                "expected an nn.Module, its class or a zero-argument factory"
+            ) from e
         except Exception as e:
             raise ExportError(f"calling {path!r} failed: {type(e).__name__}: {e}") from e
         if isinstance(made, torch.nn.Module):

@@ -25,7 +25,16 @@ from collections.abc import Callable
 from thunder_aot.exporter.gather import INDEX_DTYPES
 from thunder_aot.exporter.trace import FUSION_PREFIX
 from thunder_aot.model import (
-    BucketProgram, Const, PrimOp, Ref, Region, Seq, TorchCall, Value, step_reads, writes_in_place,
+    BucketProgram,
+    Const,
+    PrimOp,
+    Ref,
+    Region,
+    Seq,
+    TorchCall,
+    Value,
+    step_reads,
+    writes_in_place,
 )
 
 #: torch calls that give their input's elements in another shape (the ids flattened)
@@ -43,7 +52,9 @@ def _kwarg(call: TorchCall, name: str, default=None):
     return default
 
 
-def _id_bound(name: str, producers: dict[str, TorchCall | Region], specs: dict) -> tuple[int, TorchCall] | None:
+def _id_bound(
+    name: str, producers: dict[str, TorchCall | Region], specs: dict
+) -> tuple[int, TorchCall] | None:
     """(E, the topk call) where ``name`` holds indices of ``torch.topk`` over a static last dim of
     size E (through reshapes, as torch calls or inside a region: Qwen3-MoE's
     ``top_k_index.reshape(-1)`` is fused with the weights' normalization), else None."""
@@ -63,9 +74,17 @@ def _id_bound(name: str, producers: dict[str, TorchCall | Region], specs: dict) 
         if step.target in _VIEWS and step.args and isinstance(step.args[0], Ref):
             name = step.args[0].name
             continue
-        if step.target in ("torch.topk", "torch.Tensor.topk") and len(step.outputs) == 2 and step.outputs[1].name == name:
+        if (
+            step.target in ("torch.topk", "torch.Tensor.topk")
+            and len(step.outputs) == 2
+            and step.outputs[1].name == name
+        ):
             source = step.args[0]
-            dim = step.args[2].value if len(step.args) > 2 and isinstance(step.args[2], Const) else _kwarg(step, "dim", -1)
+            dim = (
+                step.args[2].value
+                if len(step.args) > 2 and isinstance(step.args[2], Const)
+                else _kwarg(step, "dim", -1)
+            )
             if not isinstance(source, Ref):
                 return None
             shape = specs[source.name].shape
@@ -79,7 +98,11 @@ def _sort_op(steps: list, i: int, specs: dict, producers: dict) -> PrimOp | None
     """``sort_bounded`` for step ``i`` where it is ``torch.sort`` of 1-D expert ids ascending
     (nothing written in place between the topk and the sort), else None."""
     call = steps[i]
-    if call.target not in ("torch.sort", "torch.Tensor.sort") or len(call.args) != 1 or len(call.outputs) != 2:
+    if (
+        call.target not in ("torch.sort", "torch.Tensor.sort")
+        or len(call.args) != 1
+        or len(call.outputs) != 2
+    ):
         return None
     (x,) = call.args
     if not isinstance(x, Ref) or len(specs[x.name].shape) != 1 or specs[x.name].dtype not in INDEX_DTYPES:
@@ -91,12 +114,14 @@ def _sort_op(steps: list, i: int, specs: dict, producers: dict) -> PrimOp | None
         return None
     bound, topk = found
     start = next(k for k, s in enumerate(steps) if s is topk)
-    if any(writes_in_place(s) for s in steps[start + 1:i]):
+    if any(writes_in_place(s) for s in steps[start + 1 : i]):
         return None  # the ids may have been changed after topk made them
     return PrimOp("sort_bounded", call.outputs, (x, Const(bound)), source=call.source)
 
 
-def _absorbed_ops(step, inside: set[str], specs: dict, length, targets: set[str], producers: dict) -> tuple[PrimOp, ...] | None:
+def _absorbed_ops(
+    step, inside: set[str], specs: dict, length, targets: set[str], producers: dict
+) -> tuple[PrimOp, ...] | None:
     """The ops that ``step`` adds to the routing region, where it reads only names in ``inside``
     and is of a kind the region takes; else None. ``length``: the sorted ids' length (a region
     without inputs joins only with outputs of that length); ``targets``: the buffers a later
@@ -104,7 +129,9 @@ def _absorbed_ops(step, inside: set[str], specs: dict, length, targets: set[str]
     if isinstance(step, Region):
         if not step.source_calls or any(op.prim not in REGION_PRIMS for op in step.ops):
             return None
-        if any(v.name not in inside for v in step.inputs) or any(len(o.spec.shape) != 1 for o in step.outputs):
+        if any(v.name not in inside for v in step.inputs) or any(
+            len(o.spec.shape) != 1 for o in step.outputs
+        ):
             return None
         if not step.inputs and any(o.spec.shape != (length,) for o in step.outputs):
             return None
@@ -115,20 +142,30 @@ def _absorbed_ops(step, inside: set[str], specs: dict, length, targets: set[str]
     if step.target == "torch.histc" and len(step.args) == 1 and len(out) == 1:
         bins, lo, hi = (_kwarg(step, k, d) for k, d in (("bins", 100), ("min", 0), ("max", 0)))
         if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (bins, lo, hi)) and hi > lo:
-            return (PrimOp("histc", out, (step.args[0], Const(bins), Const(lo), Const(hi)), source=step.source),)
+            return (
+                PrimOp("histc", out, (step.args[0], Const(bins), Const(lo), Const(hi)), source=step.source),
+            )
         return None
     if step.target == "torch.cumsum" and len(step.args) == 2 and len(out) == 1:
         dim = step.args[1]
         if isinstance(dim, Const) and dim.value in (0, -1) and len(specs[step.args[0].name].shape) == 1:
             return (PrimOp("cumsum", out, (step.args[0],), source=step.source),)
         return None
-    if step.target == "torch.empty" and len(out) == 1 and out[0].name in targets and len(out[0].spec.shape) == 1:
+    if (
+        step.target == "torch.empty"
+        and len(out) == 1
+        and out[0].name in targets
+        and len(out[0].spec.shape) == 1
+    ):
         return (PrimOp("empty", out, (), source=step.source),)
     if step.target == "torch.index_put" and len(step.args) == 3 and len(out) == 1 and not step.kwargs:
         target, indices, values = step.args
         # into a fresh buffer only: elements no index names stay unset, as torch.empty's
-        fresh = isinstance(target, Ref) and isinstance(producers.get(target.name), TorchCall) \
+        fresh = (
+            isinstance(target, Ref)
+            and isinstance(producers.get(target.name), TorchCall)
             and producers[target.name].target == "torch.empty"
+        )
         if fresh and isinstance(indices, Seq) and len(indices.items) == 1:
             return (PrimOp("scatter", out, (target, indices.items[0], values), source=step.source),)
     return None
@@ -146,7 +183,11 @@ def fuse_routing(program: BucketProgram, makes_kernel: Callable[[Region], bool])
             specs.update({o.name: o.spec for o in step.outputs})
             producers.update({o.name: step for o in step.outputs})
         for i, step in enumerate(steps):
-            sort = _sort_op(steps, i, specs, producers) if isinstance(step, TorchCall) and i not in done else None
+            sort = (
+                _sort_op(steps, i, specs, producers)
+                if isinstance(step, TorchCall) and i not in done
+                else None
+            )
             if sort is None:
                 continue
             done.add(i)
@@ -163,8 +204,14 @@ def _routing_region(program, steps, i, sort: PrimOp, specs, producers, makes_ker
     """The program with the sort at step ``i`` and what follows from it alone one region, or None."""
     inside = {o.name for o in sort.outputs}
     length = specs[sort.args[0].name].shape[0]
-    targets = {s.args[0].name for s in steps[i + 1:]
-               if isinstance(s, TorchCall) and s.target == "torch.index_put" and s.args and isinstance(s.args[0], Ref)}
+    targets = {
+        s.args[0].name
+        for s in steps[i + 1 :]
+        if isinstance(s, TorchCall)
+        and s.target == "torch.index_put"
+        and s.args
+        and isinstance(s.args[0], Ref)
+    }
     taken: dict[int, tuple[PrimOp, ...]] = {i: (sort,)}  # step index -> the ops it adds
     for k in range(i + 1, len(steps)):
         if writes_in_place(steps[k]):
@@ -175,8 +222,11 @@ def _routing_region(program, steps, i, sort: PrimOp, specs, producers, makes_ker
             inside |= {o.name for o in steps[k].outputs}
     scatters = [op for ops in taken.values() for op in ops if op.prim == "scatter"]
     # a buffer no scatter of the region fills stays a torch call
-    taken = {k: ops for k, ops in taken.items()
-             if not (ops[0].prim == "empty" and ops[0].outputs[0].name not in {op.args[0].name for op in scatters})}
+    taken = {
+        k: ops
+        for k, ops in taken.items()
+        if not (ops[0].prim == "empty" and ops[0].outputs[0].name not in {op.args[0].name for op in scatters})
+    }
     ops = [op for k in sorted(taken) for op in taken[k]]
     stored = {op.outputs[0].name for op in scatters}  # written to memory at indices: never read inside
     if len(ops) == 1 or any(isinstance(a, Ref) and a.name in stored for op in ops for a in op.args):
@@ -184,7 +234,11 @@ def _routing_region(program, steps, i, sort: PrimOp, specs, producers, makes_ker
     rest = [s for k, s in enumerate(steps) if k not in taken]
     read_later = {n for s in rest for n in step_reads(s)} | set(program.outputs)
     outputs = tuple(o for op in ops if op.prim != "empty" for o in op.outputs if o.name in read_later)
-    calls = [c for k in sorted(taken) for c in (steps[k].source_calls if isinstance(steps[k], Region) else (steps[k],))]
+    calls = [
+        c
+        for k in sorted(taken)
+        for c in (steps[k].source_calls if isinstance(steps[k], Region) else (steps[k],))
+    ]
     region = Region(
         name=f"{FUSION_PREFIX}{i}_routing",  # rendered fusion<i>_routing
         inputs=(Value(sort.args[0].name, specs[sort.args[0].name]),),

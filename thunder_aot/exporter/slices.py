@@ -24,7 +24,19 @@ from collections.abc import Callable
 
 from thunder_aot.exporter.absorb import absorb_into_readers
 from thunder_aot.model import (
-    BucketProgram, Const, Dim, PrimOp, Ref, Region, Seq, SliceArg, TensorSpec, TorchCall, TorchName, Value, dim_arg,
+    BucketProgram,
+    Const,
+    Dim,
+    PrimOp,
+    Ref,
+    Region,
+    Seq,
+    SliceArg,
+    TensorSpec,
+    TorchCall,
+    TorchName,
+    Value,
+    dim_arg,
 )
 
 GETITEM = "torch.Tensor.__getitem__"
@@ -64,8 +76,15 @@ def _bound(value: object, size: int, default: int) -> int | None:
 
 def basic_index(call: object, specs: dict[str, TensorSpec]) -> BasicIndex | None:
     """The slices of ``call`` where it is ``x[index]`` with a basic index this pass takes, else None."""
-    if not (isinstance(call, TorchCall) and call.target == GETITEM and len(call.args) == 2 and not call.kwargs
-            and len(call.outputs) == 1 and isinstance(call.args[0], Ref) and call.args[0].name in specs):
+    if not (
+        isinstance(call, TorchCall)
+        and call.target == GETITEM
+        and len(call.args) == 2
+        and not call.kwargs
+        and len(call.outputs) == 1
+        and isinstance(call.args[0], Ref)
+        and call.args[0].name in specs
+    ):
         return None
     shape = specs[call.args[0].name].shape
     index = call.args[1]
@@ -75,7 +94,7 @@ def basic_index(call: object, specs: dict[str, TensorSpec]) -> BasicIndex | None
         return None
     if ellipses:
         k = ellipses[0]
-        items[k:k + 1] = [SliceArg(Const(None), Const(None), Const(None))] * (len(shape) - len(items) + 1)
+        items[k : k + 1] = [SliceArg(Const(None), Const(None), Const(None))] * (len(shape) - len(items) + 1)
     if len(items) > len(shape):
         return None
     items += [SliceArg(Const(None), Const(None), Const(None))] * (len(shape) - len(items))
@@ -86,7 +105,9 @@ def basic_index(call: object, specs: dict[str, TensorSpec]) -> BasicIndex | None
         elif isinstance(item, Const) and type(item.value) is int:
             squeezed.append(dim)
         elif isinstance(item, SliceArg):
-            if not all(isinstance(b, Const) for b in (item.start, item.stop, item.step)) or item.step.value not in (None, 1):
+            if not all(
+                isinstance(b, Const) for b in (item.start, item.stop, item.step)
+            ) or item.step.value not in (None, 1):
                 return None
             if not isinstance(size, int):
                 if item.start.value not in (None, 0) or item.stop.value is not None:
@@ -115,15 +136,29 @@ def basic_index(call: object, specs: dict[str, TensorSpec]) -> BasicIndex | None
 
 def index_ops(out: Value, index: BasicIndex, fresh: str) -> tuple[PrimOp, ...]:
     """``out = x[index]`` as region ops (``fresh``: the name of the slice before its squeeze)."""
-    sliced = out if not index.squeezed else Value(fresh, dataclasses.replace(out.spec, shape=index.sliced_shape))
-    ops = [PrimOp("slice", (sliced,), (Ref(index.source), Seq(tuple(Const(s) for s in index.starts)),
-                                       Seq(tuple(dim_arg(e) for e in index.ends)), Seq(tuple(Const(1) for _ in index.starts))))]
+    sliced = (
+        out if not index.squeezed else Value(fresh, dataclasses.replace(out.spec, shape=index.sliced_shape))
+    )
+    ops = [
+        PrimOp(
+            "slice",
+            (sliced,),
+            (
+                Ref(index.source),
+                Seq(tuple(Const(s) for s in index.starts)),
+                Seq(tuple(dim_arg(e) for e in index.ends)),
+                Seq(tuple(Const(1) for _ in index.starts)),
+            ),
+        )
+    ]
     if index.squeezed:
         ops.append(PrimOp("squeeze", (out,), (Ref(fresh), Seq(tuple(Const(d) for d in index.squeezed)))))
     return tuple(ops)
 
 
-def _with_index(region: Region, call: TorchCall, index: BasicIndex, specs: dict[str, TensorSpec], fresh: str) -> Region:
+def _with_index(
+    region: Region, call: TorchCall, index: BasicIndex, specs: dict[str, TensorSpec], fresh: str
+) -> Region:
     out = call.outputs[0]
     had = {v.name for v in region.inputs}
     inputs = []
@@ -152,6 +187,10 @@ def absorb_slices(program: BucketProgram, makes_kernel: Callable[[Region], bool]
     """``program`` with each basic index that only regions read moved into those regions, where every
     one of them still makes a kernel (``makes_kernel``) with it inside."""
     return absorb_into_readers(
-        program, makes_kernel, basic_index,
-        lambda region, call, index, specs: _with_index(region, call, index, specs, _fresh(call.outputs[0].name, set(specs))),
+        program,
+        makes_kernel,
+        basic_index,
+        lambda region, call, index, specs: _with_index(
+            region, call, index, specs, _fresh(call.outputs[0].name, set(specs))
+        ),
     )

@@ -45,7 +45,9 @@ def components(region: Region) -> list[list[int]]:
     return sorted(groups.values(), key=lambda g: g[0])
 
 
-def _source_slice(calls: tuple[TorchCall, ...], outputs: set[str]) -> tuple[tuple[TorchCall, ...], set[str]] | None:
+def _source_slice(
+    calls: tuple[TorchCall, ...], outputs: set[str]
+) -> tuple[tuple[TorchCall, ...], set[str]] | None:
     """The source calls that compute ``outputs`` and the names they read from outside; None where
     some output is made by no call."""
     needed, kept = set(outputs), []
@@ -69,7 +71,9 @@ def _part(region: Region, indices: list[int], name: str, with_source: bool) -> R
     outputs = tuple(o for o in region.outputs if o.name in made)
     calls: tuple[TorchCall, ...] = ()
     if with_source:
-        sliced = _source_slice(region.source_calls, {o.name for o in outputs}) if region.source_calls else None
+        sliced = (
+            _source_slice(region.source_calls, {o.name for o in outputs}) if region.source_calls else None
+        )
         if sliced is None:
             return None
         calls, outside = sliced
@@ -101,8 +105,12 @@ def _split(region: Region, makes_kernel: Callable[[Region], bool]) -> list[Regio
         name = f"{region.name}_{k}"
         kernel = _part(region, g, name, with_source=False)
         with_calls = _part(region, g, name, with_source=True)
-        if makes_kernel(kernel):  # its source calls kept where they read only its inputs (a later join needs them)
-            regions.append(with_calls if with_calls is not None and with_calls.inputs == kernel.inputs else kernel)
+        if makes_kernel(
+            kernel
+        ):  # its source calls kept where they read only its inputs (a later join needs them)
+            regions.append(
+                with_calls if with_calls is not None and with_calls.inputs == kernel.inputs else kernel
+            )
         elif with_calls is not None:
             regions.append(with_calls)
         else:
@@ -123,4 +131,3 @@ def split_regions(program: BucketProgram, makes_kernel: Callable[[Region], bool]
                 continue
         steps.append(step)
     return dataclasses.replace(program, steps=tuple(steps))
-

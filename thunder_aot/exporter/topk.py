@@ -60,7 +60,12 @@ def topk_op(call: TorchCall, specs: dict) -> PrimOp | None:
     if spec is None or not spec.shape or spec.dtype not in FLOAT_DTYPES:
         return None
     rank, width = len(spec.shape), spec.shape[-1]
-    if not isinstance(width, int) or args["dim"] not in (-1, rank - 1) or args["largest"] is not True or args["sorted"] is not True:
+    if (
+        not isinstance(width, int)
+        or args["dim"] not in (-1, rank - 1)
+        or args["largest"] is not True
+        or args["sorted"] is not True
+    ):
         return None
     if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= min(width, MAX_K) or width > MAX_ROW:
         return None
@@ -68,7 +73,8 @@ def topk_op(call: TorchCall, specs: dict) -> PrimOp | None:
 
 
 def topk_regions(program: BucketProgram, makes_kernel: Callable[[Region], bool]) -> BucketProgram:
-    """``program`` with each top-k the prim takes a region of its own, where the backend makes a kernel of it."""
+    """``program`` with each top-k the prim takes a region of its own, where the backend makes a
+    kernel of it."""
     specs = {v.name: v.spec for v in program.inputs}
     for step in program.steps:
         specs.update({o.name: o.spec for o in step.outputs})

@@ -11,8 +11,9 @@ the same way (the kernel torch picks for it: flash or cuDNN attention on the GPU
 torch functions that return a named tuple (``x.max(dim).values``, ``torch.topk(...).indices``)
 return a plain tuple from Thunder's symbol: :data:`NAMED_RESULTS` names them again while tracing
 (GPT-OSS's attention subtracts ``logits.max(dim=-1, keepdim=True).values``), and
-:data:`TRANSLATIONS` call Thunder's symbols for torch functions its own mapping mistranslates. The trace is Thunder's own
-(the same symbol, fused like any other); only how the model's call reaches it changes.
+:data:`TRANSLATIONS` call Thunder's symbols for torch functions its own mapping mistranslates. The
+trace is Thunder's own (the same symbol, fused like any other); only how the model's call reaches
+it changes.
 """
 
 from __future__ import annotations
@@ -21,9 +22,8 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import torch
-
 import thunder.torch as ltorch
+import torch
 from thunder.core import prims, utils
 from thunder.core.proxies import TensorProxy
 from thunder.extend import OperatorExecutor
@@ -43,19 +43,41 @@ def _sdpa_meta(
     enable_gqa: bool = False,
 ) -> TensorProxy:
     """``(..., Hq, L, E) x (..., Hkv, S, E) x (..., Hkv, S, Ev) -> (..., Hq, L, Ev)``."""
-    utils.check(query.ndim >= 3 and key.ndim == query.ndim and value.ndim == query.ndim,
-                lambda: f"scaled_dot_product_attention: query, key and value of rank >= 3 expected, got {query.ndim}, {key.ndim}, {value.ndim}")
-    utils.check(query.shape[-1] == key.shape[-1] and key.shape[-2] == value.shape[-2],
-                lambda: f"scaled_dot_product_attention: mismatched query {query.shape}, key {key.shape}, value {value.shape}")
+    utils.check(
+        query.ndim >= 3 and key.ndim == query.ndim and value.ndim == query.ndim,
+        lambda: (
+            "scaled_dot_product_attention: query, key and value of rank >= 3 expected, "
+            f"got {query.ndim}, {key.ndim}, {value.ndim}"
+        ),
+    )
+    utils.check(
+        query.shape[-1] == key.shape[-1] and key.shape[-2] == value.shape[-2],
+        lambda: (
+            f"scaled_dot_product_attention: mismatched query {query.shape}, "
+            f"key {key.shape}, value {value.shape}"
+        ),
+    )
     heads, kv_heads = query.shape[-3], key.shape[-3]
     if enable_gqa:
-        utils.check(heads % kv_heads == 0,
-                    lambda: f"scaled_dot_product_attention: {heads} query heads are not a multiple of {kv_heads} key/value heads")
+        utils.check(
+            heads % kv_heads == 0,
+            lambda: (
+                f"scaled_dot_product_attention: {heads} query heads are not a multiple of "
+                f"{kv_heads} key/value heads"
+            ),
+        )
     else:
-        utils.check(heads == kv_heads,
-                    lambda: f"scaled_dot_product_attention: {heads} query heads and {kv_heads} key/value heads without enable_gqa")
-    utils.check(not (is_causal and attn_mask is not None),
-                lambda: "scaled_dot_product_attention: an attn_mask together with is_causal=True")
+        utils.check(
+            heads == kv_heads,
+            lambda: (
+                f"scaled_dot_product_attention: {heads} query heads and {kv_heads} key/value heads "
+                "without enable_gqa"
+            ),
+        )
+    utils.check(
+        not (is_causal and attn_mask is not None),
+        lambda: "scaled_dot_product_attention: an attn_mask together with is_causal=True",
+    )
     return TensorProxy(like=query, shape=(*query.shape[:-1], value.shape[-1]))
 
 
@@ -71,8 +93,14 @@ class TorchOp:
 
 #: the torch functions taken whole at export
 TORCH_OPS = (
-    TorchOp(torch.nn.functional.scaled_dot_product_attention, torch.nn.functional, "scaled_dot_product_attention", _sdpa_meta),
+    TorchOp(
+        torch.nn.functional.scaled_dot_product_attention,
+        torch.nn.functional,
+        "scaled_dot_product_attention",
+        _sdpa_meta,
+    ),
 )
+
 
 @dataclass(frozen=True)
 class NamedResult:
@@ -94,6 +122,7 @@ NAMED_RESULTS = (
     NamedResult((torch.topk, torch.Tensor.topk), ltorch.topk, torch.return_types.topk),
     NamedResult((torch.sort, torch.Tensor.sort), ltorch.sort, torch.return_types.sort),
 )
+
 
 def _grouped_mm(a, b, offs=None, bias=None, out_dtype=None):
     """``torch._grouped_mm`` (what ``F.grouped_mm`` calls) as Thunder's prim: Thunder's symbol spells
@@ -138,14 +167,18 @@ def cpu_safe_grouped_mm():
 
 #: torch functions traced through a translation of ours into Thunder's symbols (by the function)
 TRANSLATIONS: dict[Callable, Callable] = (
-    {TORCH_GROUPED_MM: _grouped_mm, _grouped_mm_cpu_safe: _grouped_mm} if hasattr(prims, "_grouped_mm") else {}
+    {TORCH_GROUPED_MM: _grouped_mm, _grouped_mm_cpu_safe: _grouped_mm}
+    if hasattr(prims, "_grouped_mm")
+    else {}
 )
 
 #: the executor whose lookasides replace :data:`TORCH_OPS`' functions while Thunder traces, and
 #: name :data:`NAMED_RESULTS`' results (a method call on a traced tensor reaches Thunder as its symbol)
 executor = OperatorExecutor("thunder_aot_torch_ops")
 for _op in TORCH_OPS:
-    executor.register_operator(_op.name, meta=_op.meta, fn=_op.function, module=_op.module, replaces=_op.function)
+    executor.register_operator(
+        _op.name, meta=_op.meta, fn=_op.function, module=_op.module, replaces=_op.function
+    )
 for _named in NAMED_RESULTS:
     for _key in (*_named.functions, _named.symbol):
         executor._lookasides[_key] = _named.lookaside

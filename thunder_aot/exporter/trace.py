@@ -143,9 +143,9 @@ def _region_trace(bsyms: list[BoundSymbol], inputs: list[Proxy], outputs: list[P
 
 def _region_callable(bsyms: list[BoundSymbol], inputs: list[Proxy], outputs: list[Proxy]) -> Callable:
     """Execute a region's prims with Thunder's torch executor (only used while tracing)."""
-    return transform_for_execution(_region_trace(bsyms, inputs, outputs), executors_list=(torch_executor,)).python_callable(
-        include_decorators=False
-    )
+    return transform_for_execution(
+        _region_trace(bsyms, inputs, outputs), executors_list=(torch_executor,)
+    ).python_callable(include_decorators=False)
 
 
 #: bound symbols of a torch-executor trace that are bookkeeping, not calls
@@ -157,10 +157,16 @@ def _source_calls(group: list[BoundSymbol], inputs: list[Proxy], outputs: list[P
     decomposition into prims) as Thunder's torch executor runs them: what the region runs as where a
     backend cannot make it a kernel. None where the torch executor cannot take them whole."""
     try:
-        executed = transform_for_execution(_region_trace(group, inputs, outputs), executors_list=(torch_executor,))
+        executed = transform_for_execution(
+            _region_trace(group, inputs, outputs), executors_list=(torch_executor,)
+        )
     except Exception:  # noqa: BLE001 - the region then runs as its prims, one torch call each
         return None
-    calls = [b for b in executed.bound_symbols if not (isinstance(b.sym.id, prims.PrimIDs) and b.sym.id.name in _BOOKKEEPING)]
+    calls = [
+        b
+        for b in executed.bound_symbols
+        if not (isinstance(b.sym.id, prims.PrimIDs) and b.sym.id.name in _BOOKKEEPING)
+    ]
     returned = next((b for b in executed.bound_symbols if b.sym.id == prims.PrimIDs.RETURN), None)
     if returned is None:
         return None
@@ -181,7 +187,9 @@ class AotFusionExecutor(FusionExecutor):
             self.register_supported(prim_id)
         self.regions: list[FusedRegion] = []
 
-    def _flatten(self, bsym: BoundSymbol, top: BoundSymbol, out: list[tuple[BoundSymbol, BoundSymbol]]) -> None:
+    def _flatten(
+        self, bsym: BoundSymbol, top: BoundSymbol, out: list[tuple[BoundSymbol, BoundSymbol]]
+    ) -> None:
         if self.can_execute(bsym):
             out.append((bsym, top))
             return
@@ -257,10 +265,14 @@ class AotFusionExecutor(FusionExecutor):
             inputs = [unvariableify(x) for x in region.inputs]
             outputs = [unvariableify(x) for x in region.outputs]
             name = f"{FUSION_PREFIX}{len(self.regions)}"
-            self.regions.append(FusedRegion(name, inputs, outputs, flat, _source_calls(group, inputs, outputs)))
+            self.regions.append(
+                FusedRegion(name, inputs, outputs, flat, _source_calls(group, inputs, outputs))
+            )
             fn = _region_callable([b for b, _ in flat], inputs, outputs)
             bsyms_out.append(
-                self.register_temporary_operation(name, fn, inputs=inputs, outputs=outputs, bsyms=[b for b, _ in flat])
+                self.register_temporary_operation(
+                    name, fn, inputs=inputs, outputs=outputs, bsyms=[b for b, _ in flat]
+                )
             )
         fused_trace.bound_symbols = bsyms_out
         return dce(fused_trace)
@@ -290,14 +302,22 @@ def _caused_by_interrupt(error: BaseException) -> bool:
 
 #: what a user can do about a known cause of a failed trace, by a text of Thunder's error
 TRACE_HINTS = {
-    "grouped_mm_fallback": "transformers' grouped-mm experts run their fallback custom op for weights other than "
-    "bfloat16 while a tracer runs: export the mixture of experts in bfloat16",
-    "index out of range": "integer inputs are drawn from -100..99 unless their spec gives their values: token ids of "
-    "a 32000-word vocabulary are 1x[1..64]:i64[0..31999]",
+    "grouped_mm_fallback": (
+        "transformers' grouped-mm experts run their fallback custom op for weights other than "
+        "bfloat16 while a tracer runs: export the mixture of experts in bfloat16"
+    ),
+    "index out of range": (
+        "integer inputs are drawn from -100..99 unless their spec gives their values: token ids of "
+        "a 32000-word vocabulary are 1x[1..64]:i64[0..31999]"
+    ),
 }
 
+
 def trace_module(
-    module: torch.nn.Module, args: list[torch.Tensor], input_names: list[str], claimable: Iterable[prims.PrimIDs]
+    module: torch.nn.Module,
+    args: list[torch.Tensor],
+    input_names: list[str],
+    claimable: Iterable[prims.PrimIDs],
 ) -> TracedBucket:
     """Trace ``module(*args)`` with Thunder (no grad) and return its execution trace."""
     from thunder_aot.exporter import torch_ops
@@ -317,7 +337,8 @@ def trace_module(
         shapes = ", ".join(f"{tuple(a.shape)}:{str(a.dtype).removeprefix('torch.')}" for a in args)
         hint = next((f" ({h})" for cause, h in TRACE_HINTS.items() if cause in message), "")
         raise ExportError(
-            f"Thunder could not trace {type(module).__name__} for inputs {shapes}: {type(e).__name__}: {message}{hint}"
+            f"Thunder could not trace {type(module).__name__} for inputs {shapes}: "
+            f"{type(e).__name__}: {message}{hint}"
         ) from e
     execution_trace = thunder.last_traces(jitted)[-1]
     prologue = thunder.last_prologue_traces(jitted)[-1]
@@ -334,7 +355,10 @@ def trace_module(
         step = None
         if bsym.sym.id == prims.PrimIDs.UNPACK_THUNDER_MODULE:
             paths[out.name] = ""
-        elif parent is not None and bsym.sym.id in (prims.PrimIDs.UNPACK_SUBMODULE, prims.PrimIDs.UNPACK_ATTR):
+        elif parent is not None and bsym.sym.id in (
+            prims.PrimIDs.UNPACK_SUBMODULE,
+            prims.PrimIDs.UNPACK_ATTR,
+        ):
             step = f".{bsym.args[1]}" if parent else str(bsym.args[1])
         elif parent is not None and bsym.sym.id == prims.PrimIDs.UNPACK_GETITEM:
             step = f"[{bsym.args[1]!r}]"
@@ -371,7 +395,9 @@ class SizeCondition:
     where: str = ""  # the user's source line
 
 
-def size_conditions(module: torch.nn.Module, args: list[torch.Tensor], input_names: list[str]) -> list[SizeCondition] | None:
+def size_conditions(
+    module: torch.nn.Module, args: list[torch.Tensor], input_names: list[str]
+) -> list[SizeCondition] | None:
     """The tests on input sizes in ``module``'s forward, found by tracing it once with Thunder's
     symbolic sizes (``cache="symbolic values"``): Thunder records each comparison of a size as a
     top-level prim of the first computation trace; one whose result no later op reads went to
@@ -405,7 +431,9 @@ def size_conditions(module: torch.nn.Module, args: list[torch.Tensor], input_nam
                 if isinstance(out, NumberProxy):
                     derived[out.name] = frozenset({(inputs[bsym.args[0].name], axis)})
             continue
-        sizes = frozenset().union(*(derived.get(n, frozenset()) for n in arg_names)) if arg_names else frozenset()
+        sizes = (
+            frozenset().union(*(derived.get(n, frozenset()) for n in arg_names)) if arg_names else frozenset()
+        )
         if not sizes:
             continue
         for out in bsym.flat_outs:
@@ -418,7 +446,12 @@ def size_conditions(module: torch.nn.Module, args: list[torch.Tensor], input_nam
             continue
         ref = source_line(bsym)
         a, b = bsym.args[:2]
-        if isinstance(a, NumberProxy) and len(derived.get(a.name, ())) == 1 and a.name in _plain(derived, trace) and isinstance(b, int):
+        if (
+            isinstance(a, NumberProxy)
+            and len(derived.get(a.name, ())) == 1
+            and a.name in _plain(derived, trace)
+            and isinstance(b, int)
+        ):
             ((index, axis),) = derived[a.name]
             found.append(SizeCondition(sizes, op, index, axis, b, ref))
         elif isinstance(b, NumberProxy) and b.name in _plain(derived, trace) and isinstance(a, int):
@@ -432,7 +465,10 @@ def size_conditions(module: torch.nn.Module, args: list[torch.Tensor], input_nam
 def _plain(derived: dict, trace: TraceCtx) -> set[str]:
     """Size proxies that are an input's dim itself (outputs of ``prims.shape``), not computed from one."""
     return {
-        out.name for bsym in trace.bound_symbols if bsym.sym.id == prims.PrimIDs.SHAPE for out in bsym.flat_outs
+        out.name
+        for bsym in trace.bound_symbols
+        if bsym.sym.id == prims.PrimIDs.SHAPE
+        for out in bsym.flat_outs
         if isinstance(getattr(out, "name", None), str) and out.name in derived
     }
 
@@ -443,4 +479,7 @@ def source_line(bsym: BoundSymbol) -> str:
     if not bsym.source_filename or not bsym.source_positions:
         return ""
     line = bsym.source_positions.lineno
-    return f"{bsym.source_filename.rsplit('/', 1)[-1]}:{line}: {linecache.getline(bsym.source_filename, line).strip()}"
+    return (
+        f"{bsym.source_filename.rsplit('/', 1)[-1]}:{line}: "
+        f"{linecache.getline(bsym.source_filename, line).strip()}"
+    )

@@ -23,7 +23,18 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from thunder_aot.model import BucketProgram, Const, Ref, Region, Seq, Step, TorchCall, arg_refs, op_reads, step_reads
+from thunder_aot.model import (
+    BucketProgram,
+    Const,
+    Ref,
+    Region,
+    Seq,
+    Step,
+    TorchCall,
+    arg_refs,
+    op_reads,
+    step_reads,
+)
 
 #: torch calls that read an operand through its strides at no cost (no copy of a permuted view)
 STRIDED_READERS = frozenset({"torch.matmul", "torch.Tensor.matmul", "torch.bmm", "torch.Tensor.bmm"})
@@ -40,7 +51,11 @@ def _untransposed(region: Region, readers: Callable[[str], list[Step]], returned
         if op is None or op.prim != "transpose" or out.name in returned:
             continue
         source, perm = op.args[0], op.args[1]
-        if not isinstance(source, Ref) or not (source.name in producer or source.name in inputs) or not isinstance(perm, Seq):
+        if (
+            not isinstance(source, Ref)
+            or not (source.name in producer or source.name in inputs)
+            or not isinstance(perm, Seq)
+        ):
             continue
         found = readers(out.name)
         if not found or not all(isinstance(s, TorchCall) and s.target in STRIDED_READERS for s in found):
@@ -58,14 +73,21 @@ def _untransposed(region: Region, readers: Callable[[str], list[Step]], returned
         # (the pass keeps the region only where the backend makes a kernel of it)
         new_region = (
             dataclasses.replace(region, inputs=new_inputs, outputs=new_outputs, ops=ops, source_calls=())
-            if new_outputs else None
+            if new_outputs
+            else None
         )
-        view = TorchCall("torch.permute", (out,), (Ref(source.name), Seq(tuple(Const(p.value) for p in perm.items))),
-                         source=op.source)
+        view = TorchCall(
+            "torch.permute",
+            (out,),
+            (Ref(source.name), Seq(tuple(Const(p.value) for p in perm.items))),
+            source=op.source,
+        )
         yield new_region, view
 
 
-def transposed_outputs_as_views(program: BucketProgram, makes_kernel: Callable[[Region], bool]) -> BucketProgram:
+def transposed_outputs_as_views(
+    program: BucketProgram, makes_kernel: Callable[[Region], bool]
+) -> BucketProgram:
     """``program`` with each region's transposed outputs that only matmuls read written untransposed."""
     while True:
         steps = list(program.steps)
@@ -73,8 +95,10 @@ def transposed_outputs_as_views(program: BucketProgram, makes_kernel: Callable[[
         for i, step in enumerate(steps):
             if not isinstance(step, Region) or not makes_kernel(step):
                 continue
-            later = steps[i + 1:]
-            candidates = _untransposed(step, lambda name: [s for s in later if name in step_reads(s)], returned)
+            later = steps[i + 1 :]
+            candidates = _untransposed(
+                step, lambda name: [s for s in later if name in step_reads(s)], returned
+            )
             found = next(((r, v) for r, v in candidates if r is None or makes_kernel(r)), None)
             if found is not None:
                 region, view = found

@@ -21,19 +21,39 @@ from thunder_aot.model import VIEW_PRIMS, BucketProgram, Ref, Region, Step, Torc
 COPY = "torch.Tensor.copy_"
 
 #: torch calls whose outputs are new tensors, never views of their arguments
-FRESH_CALLS = frozenset({
-    "torch.nn.functional.linear", "torch.matmul", "torch.bmm", "torch.mm", "torch.addmm", "torch._grouped_mm",
-    "torch.nn.functional.scaled_dot_product_attention", "torch.sort", "torch.topk", "torch.histc", "torch.cumsum",
-    "torch.index_put", "torch.empty", "torch.zeros", "torch.ones", "torch.full", "torch.arange",
-})
+FRESH_CALLS = frozenset(
+    {
+        "torch.nn.functional.linear",
+        "torch.matmul",
+        "torch.bmm",
+        "torch.mm",
+        "torch.addmm",
+        "torch._grouped_mm",
+        "torch.nn.functional.scaled_dot_product_attention",
+        "torch.sort",
+        "torch.topk",
+        "torch.histc",
+        "torch.cumsum",
+        "torch.index_put",
+        "torch.empty",
+        "torch.zeros",
+        "torch.ones",
+        "torch.full",
+        "torch.arange",
+    }
+)
 
 
 def _fresh_call(step: TorchCall, specs: dict) -> bool:
     if step.target in FRESH_CALLS:
         return True
     # advanced indexing by one index tensor copies (x[idx]); basic indexing makes views
-    return (step.target == "torch.Tensor.__getitem__" and len(step.args) == 2 and isinstance(step.args[1], Ref)
-            and len(specs[step.args[1].name].shape) >= 1)
+    return (
+        step.target == "torch.Tensor.__getitem__"
+        and len(step.args) == 2
+        and isinstance(step.args[1], Ref)
+        and len(specs[step.args[1].name].shape) >= 1
+    )
 
 
 def _views_of(region: Region, name: str) -> set[str]:
@@ -77,8 +97,14 @@ def drop_unobserved_write_backs(program: BucketProgram) -> BucketProgram:
             if isinstance(step, Region):
                 specs.update({o.name: o.spec for op in step.ops for o in op.outputs})
         for i, step in enumerate(steps):
-            if not (isinstance(step, TorchCall) and step.target == COPY and len(step.args) == 2 and not step.kwargs
-                    and all(isinstance(a, Ref) for a in step.args) and len(step.outputs) == 1):
+            if not (
+                isinstance(step, TorchCall)
+                and step.target == COPY
+                and len(step.args) == 2
+                and not step.kwargs
+                and all(isinstance(a, Ref) for a in step.args)
+                and len(step.outputs) == 1
+            ):
                 continue
             dst, src = step.args[0].name, step.args[1].name
             if dst not in producer or src not in producer or specs[dst] != specs[src]:
@@ -91,10 +117,13 @@ def drop_unobserved_write_backs(program: BucketProgram) -> BucketProgram:
             if not _readers_keep_no_view([s for k, s in enumerate(steps) if k != i], dst, specs):
                 continue
             names = {dst: src, step.outputs[0].name: src}
-            later = _renamed(tuple(steps[i + 1:]), names)
+            later = _renamed(tuple(steps[i + 1 :]), names)
             program = BucketProgram(
-                index=program.index, bucket=program.bucket, inputs=program.inputs,
-                steps=tuple(steps[:i]) + later, outputs=tuple(names.get(n, n) for n in program.outputs),
+                index=program.index,
+                bucket=program.bucket,
+                inputs=program.inputs,
+                steps=tuple(steps[:i]) + later,
+                outputs=tuple(names.get(n, n) for n in program.outputs),
             )
             break
         else:

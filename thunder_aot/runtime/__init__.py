@@ -83,7 +83,9 @@ def _shape_text(shape) -> str:
     return "x".join(map(str, shape)) or "scalar"
 
 
-def no_bucket(owner: str, names: Iterable[str], values: Iterable[object], buckets: Iterable[str]) -> NoBucketError:
+def no_bucket(
+    owner: str, names: Iterable[str], values: Iterable[object], buckets: Iterable[str]
+) -> NoBucketError:
     """The one-line error for inputs outside every bucket: each input's shape and dtype, and the buckets."""
     got = ", ".join(f"{name} {_describe(t)}" for name, t in zip(names, values))
     return NoBucketError(f"{owner} (thunder-aot): no bucket for {got}; expected one of: {'; '.join(buckets)}")
@@ -91,13 +93,17 @@ def no_bucket(owner: str, names: Iterable[str], values: Iterable[object], bucket
 
 def no_autograd(owner: str, backend: str) -> RuntimeError:
     return RuntimeError(
-        f"{owner} (thunder-aot, {backend}) computes no gradients, and a tensor it got requires grad: call it under "
-        "torch.no_grad() or torch.inference_mode(), or requires_grad_(False) the module"
+        f"{owner} (thunder-aot, {backend}) computes no gradients, and a tensor it got requires grad: "
+        "call it under torch.no_grad() or torch.inference_mode(), or requires_grad_(False) the module"
     )
 
 
 def bad_input(owner: str, name: str, t: object, expected: str) -> ValueError:
-    got = f"{t.device} tensor, contiguous={t.is_contiguous()}" if isinstance(t, torch.Tensor) else type(t).__name__
+    got = (
+        f"{t.device} tensor, contiguous={t.is_contiguous()}"
+        if isinstance(t, torch.Tensor)
+        else type(t).__name__
+    )
     return ValueError(f"{owner} (thunder-aot): {name} must be {expected}; got a {got}")
 
 
@@ -204,7 +210,9 @@ class GuardTable(dict):
         self.last = entry
         return entry
 
-    def record(self, shape: torch.Size, program: int, sizes: tuple[int, ...], tensors: tuple[torch.Tensor, ...]) -> None:
+    def record(
+        self, shape: torch.Size, program: int, sizes: tuple[int, ...], tensors: tuple[torch.Tensor, ...]
+    ) -> None:
         """Record the entry of tensors that passed the checks (nothing under torch.compile's tracing,
         or on a torch without ``TensorGuards``)."""
         entry = _entry(self, shape, program, tensors)
@@ -224,7 +232,9 @@ GLOBAL_BACKWARD_PRE_HOOKS = torch.nn.modules.module._global_backward_pre_hooks
 GLOBAL_BACKWARD_HOOKS = torch.nn.modules.module._global_backward_hooks
 
 
-_SETTING_STEP = re.compile(r"\.?([A-Za-z_][A-Za-z_0-9]*)|(?:^|\.)(\d+)|\[('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|-?\d+)\]")
+_SETTING_STEP = re.compile(
+    r"\.?([A-Za-z_][A-Za-z_0-9]*)|(?:^|\.)(\d+)|\[('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|-?\d+)\]"
+)
 
 
 def setting(source: object, path: str) -> object:
@@ -239,7 +249,9 @@ def setting(source: object, path: str) -> object:
         if step is None:
             raise ValueError(f"cannot read the setting path {path!r}")
         try:
-            value = getattr(value, step[1] or step[2]) if step[3] is None else value[ast.literal_eval(step[3])]
+            value = (
+                getattr(value, step[1] or step[2]) if step[3] is None else value[ast.literal_eval(step[3])]
+            )
         except (AttributeError, KeyError, IndexError, TypeError) as e:
             raise ValueError(f"the source has no setting {path!r} ({type(e).__name__}: {e})") from None
         at = step.end()
@@ -257,7 +269,7 @@ def adopt_state(wrapper: torch.nn.Module, module: torch.nn.Module) -> None:
         wrapper.register_buffer(name, buffer, persistent=name not in module._non_persistent_buffers_set)
 
 
-def _remerge_after_load(module: "GeneratedModule", incompatible) -> None:
+def _remerge_after_load(module: GeneratedModule, incompatible) -> None:
     """load_state_dict's post hook of modules with merged projections (a module-level function: a
     module holding it still pickles)."""
     module._remerge()
@@ -271,8 +283,11 @@ def _adjacent(tensors: list[torch.Tensor]) -> torch.Tensor | None:
         return None
     storage, offset = first.untyped_storage(), first.storage_offset()
     for t in tensors:
-        if (not t.is_contiguous() or t.untyped_storage().data_ptr() != storage.data_ptr()
-                or t.storage_offset() != offset):
+        if (
+            not t.is_contiguous()
+            or t.untyped_storage().data_ptr() != storage.data_ptr()
+            or t.storage_offset() != offset
+        ):
             return None
         offset += t.numel()
     shape = (sum(t.shape[0] for t in tensors), *first.shape[1:])
@@ -325,8 +340,9 @@ class GeneratedModule(torch.nn.Module):
             for k, t in zip(members, tensors):
                 if t.dtype != first.dtype or t.device != first.device or t.shape[1:] != first.shape[1:]:
                     raise ValueError(
-                        f"{type(self).__name__} (thunder-aot): {k} ({_describe(t)} on {t.device}) cannot be merged with "
-                        f"{members[0]} ({_describe(first)} on {first.device}): expected one dtype, device and row size"
+                        f"{type(self).__name__} (thunder-aot): {k} ({_describe(t)} on {t.device}) "
+                        f"cannot be merged with {members[0]} ({_describe(first)} on {first.device}): "
+                        "expected one dtype, device and row size"
                     )
             merged = _adjacent(tensors)
             if merged is None:  # else already one tensor's consecutive rows (merged by another module)
@@ -378,7 +394,9 @@ class GeneratedModule(torch.nn.Module):
                 owner.add_module(name, torch.nn.Module())
             owner = owner._modules[name]
         if kind == "parameter":
-            owner.register_parameter(leaf, tensor if isinstance(tensor, torch.nn.Parameter) else torch.nn.Parameter(tensor))
+            owner.register_parameter(
+                leaf, tensor if isinstance(tensor, torch.nn.Parameter) else torch.nn.Parameter(tensor)
+            )
         else:
             owner.register_buffer(leaf, tensor, persistent=persistent)
 
@@ -391,15 +409,16 @@ class GeneratedModule(torch.nn.Module):
             owner = setting(source, path)
             if type(owner) is not type(exported) or owner != exported:
                 raise ValueError(
-                    f"{cls.__name__} (thunder-aot) was exported for {path}={exported!r}; the source has {owner!r}"
+                    f"{cls.__name__} (thunder-aot) was exported for {path}={exported!r}; "
+                    f"the source has {owner!r}"
                 )
         module = cls(device="meta")
         for key, kind, shape, dtype, persistent in cls.STATE:
             tensor = source.get_parameter(key) if kind == "parameter" else source.get_buffer(key)
             if tuple(tensor.shape) != tuple(shape) or tensor.dtype != dtype:
                 raise ValueError(
-                    f"{cls.__name__} (thunder-aot) was exported for {key} of shape {_shape_text(shape)} and dtype "
-                    f"{str(dtype).removeprefix('torch.')}; the source has {_describe(tensor)}"
+                    f"{cls.__name__} (thunder-aot) was exported for {key} of shape {_shape_text(shape)} "
+                    f"and dtype {str(dtype).removeprefix('torch.')}; the source has {_describe(tensor)}"
                 )
             module._place(key, kind, tensor, persistent)
         if cls.MERGED:

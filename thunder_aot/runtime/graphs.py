@@ -59,7 +59,9 @@ class CudaGraphs(torch.nn.Module):
 
     def __init__(self, module: torch.nn.Module, outputs: str = "fresh") -> None:
         if outputs not in OUTPUT_MODES:
-            raise ValueError(f"cuda_graphs: outputs must be one of {', '.join(map(repr, OUTPUT_MODES))}; got {outputs!r}")
+            raise ValueError(
+                f"cuda_graphs: outputs must be one of {', '.join(map(repr, OUTPUT_MODES))}; got {outputs!r}"
+            )
         super().__init__()
         adopt_state(self, module)
         self.__dict__["module"] = module
@@ -76,8 +78,10 @@ class CudaGraphs(torch.nn.Module):
         return len(self._graphs)
 
     def forward(self, *inputs: torch.Tensor):
-        if not inputs or not all(isinstance(t, torch.Tensor) and t.is_cuda for t in inputs) or (
-            torch.cuda.is_current_stream_capturing()
+        if (
+            not inputs
+            or not all(isinstance(t, torch.Tensor) and t.is_cuda for t in inputs)
+            or (torch.cuda.is_current_stream_capturing())
         ):
             return self.__dict__["module"](*inputs)
         with self._lock:
@@ -101,7 +105,9 @@ class CudaGraphs(torch.nn.Module):
     def _capture(self, inputs: tuple[torch.Tensor, ...]) -> _Graph:
         module = self.__dict__["module"]
         device = inputs[0].device
-        static = tuple(torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device).copy_(t) for t in inputs)
+        static = tuple(
+            torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device).copy_(t) for t in inputs
+        )
         side = torch.cuda.Stream(device)
         side.wait_stream(torch.cuda.current_stream(device))
         with torch.cuda.stream(side):
@@ -117,7 +123,9 @@ class CudaGraphs(torch.nn.Module):
         single = isinstance(out, torch.Tensor)
         outs = (out,) if single else tuple(out)
         if not all(isinstance(o, torch.Tensor) for o in outs):
-            raise TypeError(f"cuda_graphs: {type(module).__name__} must return a tensor or a tuple of tensors")
+            raise TypeError(
+                f"cuda_graphs: {type(module).__name__} must return a tensor or a tuple of tensors"
+            )
         entry = _Graph(graph, static, outs, single)
         self._graphs[_signature(inputs)] = entry
         self.memory[tuple(tuple(t.shape) for t in inputs)] = torch.cuda.memory_reserved(device) - reserved
@@ -127,7 +135,9 @@ class CudaGraphs(torch.nn.Module):
         """The module's ``warmup`` through the graphs: captures a graph per bucket and size."""
         module = self.__dict__["module"]
         if not hasattr(module, "WARMUP"):
-            raise TypeError(f"cuda_graphs: {type(module).__name__} has no buckets to warm up; call it with inputs")
+            raise TypeError(
+                f"cuda_graphs: {type(module).__name__} has no buckets to warm up; call it with inputs"
+            )
         return type(module).warmup(self, device, **sizes)
 
     @property
@@ -135,4 +145,6 @@ class CudaGraphs(torch.nn.Module):
         return self.__dict__["module"].WARMUP
 
     def extra_repr(self) -> str:
-        return f"{type(self.__dict__['module']).__name__}, outputs={self.outputs!r}, graphs={len(self._graphs)}"
+        return (
+            f"{type(self.__dict__['module']).__name__}, outputs={self.outputs!r}, graphs={len(self._graphs)}"
+        )

@@ -32,10 +32,12 @@ def frontend(module_name: str) -> tuple[type, type]:
     except ImportError as e:
         raise ImportError(
             f"this thunder-aot module runs on nvFuser ({module_name}), which cannot be imported here ({e}); "
-            f"install the nvFuser wheel built for your torch {torch.__version__.split('+')[0]} ({INSTALL_PAGE}), "
+            f"install the nvFuser wheel built for your torch {torch.__version__.split('+')[0]} "
+            f"({INSTALL_PAGE}), "
             "or export the module with --backend triton"
         ) from None
     return module.FusionDefinition, module.DataType
+
 
 _FIRST_EXECUTE_LOCK = threading.Lock()
 _DEFINE_LOCK = threading.Lock()
@@ -86,7 +88,9 @@ class Fusion:
 
     __slots__ = ("fd", "execute", "ready", "frontend")
 
-    def __init__(self, definition_class: type, define: Callable, *sizes: int, frontend: str = "direct") -> None:
+    def __init__(
+        self, definition_class: type, define: Callable, *sizes: int, frontend: str = "direct"
+    ) -> None:
         with definition_class() as fd:
             define(fd, *sizes)
         self.fd = fd
@@ -126,12 +130,15 @@ class SizedFusions:
             self.record(*size)
 
     def record(self, *sizes: int) -> Fusion:
-        """The definition for these sizes, recorded once (thread-safe; nvFuser compiles it at its first execute)."""
+        """The definition for these sizes, recorded once (thread-safe; nvFuser compiles it at its first
+        execute)."""
         key = sizes[0] if len(sizes) == 1 else sizes
         with _DEFINE_LOCK:
             fusion = self.by_size.get(key)
             if fusion is None:
-                fusion = self.by_size[key] = Fusion(self.definition_class, self.define, *sizes, frontend=self.frontend)
+                fusion = self.by_size[key] = Fusion(
+                    self.definition_class, self.define, *sizes, frontend=self.frontend
+                )
         return fusion
 
 

@@ -177,4 +177,6 @@ def active_store(frontend: str) -> KernelStore | None:
 
 def publish() -> list[str]:
     """Publish every active store now (e.g. after a server's warmup): the generations made."""
-    return [name for store in list(_ACTIVE.values()) if store is not None for name in [store.publish()] if name]
+    return [
+        name for store in list(_ACTIVE.values()) if store is not None for name in [store.publish()] if name
+    ]

@@ -49,7 +49,6 @@ __all__ = [
 
 import triton.language as tl  # noqa: E402
 
-
 #: Triton's interpreter runs the kernels on CPU tensors (for checking them without a GPU)
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
@@ -104,7 +103,6 @@ else:
     def nan_min(x, axis: tl.constexpr, keep_dims: tl.constexpr = False):
         """torch.amin in a compiled kernel (as nan_max)."""
         return tl.reduce(_wide(x), axis, _minimum_nan, keep_dims=keep_dims)
-
 
 
 # Math that Triton's core language lacks, from its own ops (no libdevice: the interpreter runs these
@@ -263,7 +261,9 @@ class Kernel:
         with _COMPILE_LOCK:
             if key not in self.binaries:
                 with torch.cuda.device(args[0].device):
-                    binary = self.fn.warmup(*args, **self.widths(n), BLOCK=self.block, num_warps=self.num_warps, grid=(1,))
+                    binary = self.fn.warmup(
+                        *args, **self.widths(n), BLOCK=self.block, num_warps=self.num_warps, grid=(1,)
+                    )
                     binary._init_handles()
                 run = binary.run
                 launch = getattr(run, "launch", None)

@@ -41,7 +41,8 @@ FAST_PATHS: dict[str, FastPath] = {
     for path in (
         FastPath(
             "triton-launch",
-            "Triton's C launch function with positional arguments, torch's _empty_strided_cuda and raw stream",
+            "Triton's C launch function with positional arguments, "
+            "torch's _empty_strided_cuda and raw stream",
             "kernel[grid](...) and torch.empty_strided",
             {"torch": ("2.11",), "triton": ("3.6",)},
         ),

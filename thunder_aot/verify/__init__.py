@@ -55,7 +55,10 @@ def sample_envs(bucket: Bucket, generator: torch.Generator) -> list[dict[str, in
 
 
 def random_tensor(
-    spec: TensorSpec, env: dict[str, int], device: str, generator: torch.Generator,
+    spec: TensorSpec,
+    env: dict[str, int],
+    device: str,
+    generator: torch.Generator,
     value_range: tuple[int, int] | None = None,
 ) -> torch.Tensor:
     """Floats from a normal distribution; integers from ``value_range`` (inclusive), else -100..99."""
@@ -67,15 +70,23 @@ def random_tensor(
     if dtype == torch.bool:
         return torch.randint(0, 2, shape, generator=generator).bool().to(device)
     lo, hi = value_range if value_range is not None else (-100, 99)
-    return torch.randint(lo, min(hi + 1, 2**63 - 1), shape, generator=generator).to(dtype=dtype, device=device)
+    return torch.randint(lo, min(hi + 1, 2**63 - 1), shape, generator=generator).to(
+        dtype=dtype, device=device
+    )
 
 
-def random_inputs(bucket: Bucket, env: dict[str, int], device: str, generator: torch.Generator) -> list[torch.Tensor]:
+def random_inputs(
+    bucket: Bucket, env: dict[str, int], device: str, generator: torch.Generator
+) -> list[torch.Tensor]:
     """One random tensor per input of ``bucket`` at sizes ``env`` (integers within its value ranges)."""
-    return [random_tensor(s, env, device, generator, bucket.value_range(i)) for i, s in enumerate(bucket.inputs)]
+    return [
+        random_tensor(s, env, device, generator, bucket.value_range(i)) for i, s in enumerate(bucket.inputs)
+    ]
 
 
-def bucket_inputs(bucket: Bucket, device: str, generator: torch.Generator) -> Iterator[tuple[dict[str, int], list[torch.Tensor]]]:
+def bucket_inputs(
+    bucket: Bucket, device: str, generator: torch.Generator
+) -> Iterator[tuple[dict[str, int], list[torch.Tensor]]]:
     for env in sample_envs(bucket, generator):
         yield env, random_inputs(bucket, env, device, generator)
 
@@ -94,7 +105,9 @@ def nonfinite_inputs(inputs: list[torch.Tensor], generator: torch.Generator) -> 
         flat = t.detach().clone().reshape(-1)
         count = max(len(values), flat.numel() // 64)
         where = torch.randint(0, flat.numel(), (count,), generator=generator).to(flat.device)
-        flat[where] = torch.tensor(values, dtype=flat.dtype).repeat(count // len(values) + 1)[:count].to(flat.device)
+        flat[where] = (
+            torch.tensor(values, dtype=flat.dtype).repeat(count // len(values) + 1)[:count].to(flat.device)
+        )
         out.append(flat.reshape(t.shape))
     return out
 
@@ -119,7 +132,13 @@ def verify(
     Returns how many calls were checked; a refusal names the seed that repeats its inputs.
     ``without_float64``: gets the calls judged against eager alone (the source cannot run in float64)."""
     from thunder_aot.verify.judge import (
-        judge, paired_references, reference64, run_choosing, run_recording_choices, same_choices, upcast64,
+        judge,
+        paired_references,
+        reference64,
+        run_choosing,
+        run_recording_choices,
+        same_choices,
+        upcast64,
     )
 
     seed = new_seed() if seed is None else seed
@@ -142,18 +161,34 @@ def verify(
                     try:
                         actual, choices = run_recording_choices(module, inputs)
                     except Exception as e:
-                        raise ExportError(f"{where}: the generated module raised {type(e).__name__}: {e}") from e
+                        raise ExportError(
+                            f"{where}: the generated module raised {type(e).__name__}: {e}"
+                        ) from e
                     # each judged against the float64 run that routes as it did (judge's docstring)
-                    reference, reference_ours = (None, None) if source64 is None else paired_references(
-                        lambda picks, fallback=True: reference64(source, inputs, source64, picks, fallback), eager_choices, choices
+                    reference, reference_ours = (
+                        (None, None)
+                        if source64 is None
+                        else paired_references(
+                            lambda picks, fallback=True: reference64(
+                                source, inputs, source64, picks, fallback
+                            ),
+                            eager_choices,
+                            choices,
+                        )
                     )
                     if reference is None and without_float64 is not None:
                         without_float64.append(where)
-                    expected_ours = None if same_choices(eager_choices, choices) else run_choosing(source, inputs, choices)
+                    expected_ours = (
+                        None
+                        if same_choices(eager_choices, choices)
+                        else run_choosing(source, inputs, choices)
+                    )
                     judge(expected, actual, reference, where, reference_ours, expected_ours)
                     checked += 1
     except ExportError as e:
-        raise ExportError(f"{e} (verification seed {seed}: --verify-seed {seed} repeats these inputs)") from e.__cause__
+        raise ExportError(
+            f"{e} (verification seed {seed}: --verify-seed {seed} repeats these inputs)"
+        ) from e.__cause__
     return checked
 
 

@@ -59,7 +59,12 @@ def grouped_mm_by_group(mat_a, mat_b, offs=None, bias=None, out_dtype=None):
 #: torch's grouped matmuls, read off torch's C bindings: export's tracing replaces ``torch._grouped_mm``
 #: for a while (exporter.torch_ops.cpu_safe_grouped_mm), and this module may be imported then
 _GROUPED_MMS = {
-    f for f in (getattr(torch._C._VariableFunctions, "_grouped_mm", None), getattr(torch.nn.functional, "grouped_mm", None)) if f
+    f
+    for f in (
+        getattr(torch._C._VariableFunctions, "_grouped_mm", None),
+        getattr(torch.nn.functional, "grouped_mm", None),
+    )
+    if f
 }
 
 
@@ -137,9 +142,11 @@ def _replayed_topk(choices: list[torch.Tensor], args, kwargs, check: bool):
     if check and values.numel():
         best = torch.topk(source, k, dim=dim).values
         scale = source.abs().nan_to_num(0.0, 0.0, 0.0).amax(dim, keepdim=True)
-        if not torch.isclose(values, best, rtol=0.0, atol=0.0, equal_nan=True).logical_or(
-            (best - values).abs() <= PICK_TOLERANCE * scale
-        ).all():
+        if (
+            not torch.isclose(values, best, rtol=0.0, atol=0.0, equal_nan=True)
+            .logical_or((best - values).abs() <= PICK_TOLERANCE * scale)
+            .all()
+        ):
             raise ChoicesDiffer("top-k picks that are not the row's largest values in order")
     return torch.return_types.topk((values, indices))
 
@@ -204,8 +211,11 @@ def upcast64(module: torch.nn.Module) -> torch.nn.Module | None:
 
 
 def reference64(
-    module: torch.nn.Module, inputs: list[torch.Tensor], upcast: torch.nn.Module | None = None,
-    choices: list[torch.Tensor] | None = None, fallback: bool = True,
+    module: torch.nn.Module,
+    inputs: list[torch.Tensor],
+    upcast: torch.nn.Module | None = None,
+    choices: list[torch.Tensor] | None = None,
+    fallback: bool = True,
 ):
     """The module's outputs computed in float64: its floating parameters, buffers and inputs
     upcast, and the floating casts it writes kept in float64 (as torch's accuracy checkers'
@@ -221,8 +231,11 @@ def reference64(
 
 
 def run64_choosing(
-    module: torch.nn.Module, inputs: list[torch.Tensor], choices: list[torch.Tensor] | None,
-    upcast: torch.nn.Module | None = None, fallback: bool = True,
+    module: torch.nn.Module,
+    inputs: list[torch.Tensor],
+    choices: list[torch.Tensor] | None,
+    upcast: torch.nn.Module | None = None,
+    fallback: bool = True,
 ):
     """:func:`run64` making ``choices`` (:func:`run_recording_choices`), else (``fallback``) its
     own: also where the float64 run selects otherwise than recorded, or the picks are no top-k of
@@ -252,7 +265,9 @@ def paired_references(run: Callable, eager_choices: list[torch.Tensor], choices:
 
 
 def run64(
-    module: torch.nn.Module, inputs: list[torch.Tensor], upcast: torch.nn.Module | None = None,
+    module: torch.nn.Module,
+    inputs: list[torch.Tensor],
+    upcast: torch.nn.Module | None = None,
     choices: list[torch.Tensor] | None = None,
 ):
     """:func:`reference64`, raising where the module cannot run in float64 (:class:`ChoicesDiffer`
@@ -272,7 +287,9 @@ def _nonfinite_class(t: torch.Tensor) -> torch.Tensor:
     return torch.isnan(t) * 1 + torch.isposinf(t) * 2 + torch.isneginf(t) * 3
 
 
-def _nonfinite_difference(expected: torch.Tensor, actual: torch.Tensor, reference: torch.Tensor | None = None) -> str | None:
+def _nonfinite_difference(
+    expected: torch.Tensor, actual: torch.Tensor, reference: torch.Tensor | None = None
+) -> str | None:
     """Where eager has NaN the generated module must have NaN; where eager has ±inf, the same
     infinity (or NaN: an infinity times a value that one of them rounds to zero); where eager is
     finite, a finite value. Where float64 (``reference``: its outputs rounded to the outputs' dtype)
@@ -297,7 +314,11 @@ def _nonfinite_difference(expected: torch.Tensor, actual: torch.Tensor, referenc
             missing &= ~agrees
         if missing.any():
             where = missing.nonzero()[0].tolist()
-            found = f"eager has {what}" if what != "a finite value" else f"eager has {expected[tuple(where)].item()}"
+            found = (
+                f"eager has {what}"
+                if what != "a finite value"
+                else f"eager has {expected[tuple(where)].item()}"
+            )
             return f"{found} at {where}, the generated module {actual[tuple(where)].item()}"
     return None
 
@@ -309,8 +330,12 @@ def _errors(values: torch.Tensor, reference: torch.Tensor) -> tuple[float, float
 
 
 def judge_output(
-    expected: torch.Tensor, actual: torch.Tensor, reference: torch.Tensor | None, where: str,
-    reference_ours: torch.Tensor | None = None, expected_ours: torch.Tensor | None = None,
+    expected: torch.Tensor,
+    actual: torch.Tensor,
+    reference: torch.Tensor | None,
+    where: str,
+    reference_ours: torch.Tensor | None = None,
+    expected_ours: torch.Tensor | None = None,
 ) -> None:
     """Accept ``actual`` (the generated module's) against ``expected`` (eager's) and ``reference``
     (float64's, or None), or raise ExportError saying by how much it is off. ``reference_ours``:
@@ -318,18 +343,25 @@ def judge_output(
     ``expected_ours``: eager making them (:func:`run_choosing`), which then stands for eager (its
     non-finite values, its error against ``reference_ours``): only with ``reference_ours``, whose
     run checked that the picks are a top-k of float64's input."""
-    if (expected_ours is not None and reference_ours is not None and expected_ours.shape == expected.shape
-            and expected_ours.dtype == expected.dtype):
+    if (
+        expected_ours is not None
+        and reference_ours is not None
+        and expected_ours.shape == expected.shape
+        and expected_ours.dtype == expected.dtype
+    ):
         expected = expected_ours
         reference = reference_ours if reference_ours is not None else reference
     if expected.shape != actual.shape or expected.dtype != actual.dtype:
         raise ExportError(
-            f"{where}: generated {tuple(actual.shape)}:{actual.dtype} vs source {tuple(expected.shape)}:{expected.dtype}"
+            f"{where}: generated {tuple(actual.shape)}:{actual.dtype} "
+            f"vs source {tuple(expected.shape)}:{expected.dtype}"
         )
     if not expected.is_floating_point():
         if not torch.equal(expected, actual):
             wrong = (expected != actual).nonzero()[0].tolist()
-            raise ExportError(f"{where}: generated module differs from the source at {wrong} (an exact dtype)")
+            raise ExportError(
+                f"{where}: generated module differs from the source at {wrong} (an exact dtype)"
+            )
         return
     dtype, eps = actual.dtype, torch.finfo(actual.dtype).eps
     expected, actual = expected.cpu(), actual.cpu()
@@ -343,8 +375,12 @@ def judge_output(
     rounded = reference_ours.to(dtype).to(actual.dtype) if reference_ours is not None else None
     difference = _nonfinite_difference(expected, actual, rounded)
     if difference is not None:
-        raise ExportError(f"{where}: generated module's non-finite values differ from the source's: {difference}")
-    if reference is None:  # eager stands for the reference: the generated module may err one rounding step from it
+        raise ExportError(
+            f"{where}: generated module's non-finite values differ from the source's: {difference}"
+        )
+    if (
+        reference is None
+    ):  # eager stands for the reference: the generated module may err one rounding step from it
         reference = reference_ours = expected.double()
     finite = torch.isfinite(reference) & torch.isfinite(reference_ours)
     # eager's error where eager is finite; the generated module's where it is finite (which, where
@@ -362,7 +398,8 @@ def judge_output(
         raise ExportError(
             f"{where}: generated module's error against float64 is {rms_ours:.3g} (root mean square) and "
             f"{max_ours:.3g} (largest), eager's {rms_eager:.3g} and {max_eager:.3g}; accepted up to "
-            f"{rms_bound:.3g} and {max_bound:.3g} ({ERROR_MULTIPLIER:g}x eager's plus one {actual.dtype} rounding step)"
+            f"{rms_bound:.3g} and {max_bound:.3g} "
+            f"({ERROR_MULTIPLIER:g}x eager's plus one {actual.dtype} rounding step)"
         )
 
 
@@ -378,12 +415,19 @@ def judge(expected, actual, reference, where: str, reference_ours=None, expected
         raise ExportError(f"{where}: the generated module returns {len(act)} tensors, the source {len(exp)}")
     for k, (e, a, r, o, eo) in enumerate(zip(exp, act, ref, ours, eager_ours)):
         usable = isinstance(r, torch.Tensor) and r.shape == e.shape
-        judge_output(e, a, r if usable else None, f"{where}, output {k}",
-                     o if usable and isinstance(o, torch.Tensor) else None,
-                     eo if isinstance(eo, torch.Tensor) else None)
+        judge_output(
+            e,
+            a,
+            r if usable else None,
+            f"{where}, output {k}",
+            o if usable and isinstance(o, torch.Tensor) else None,
+            eo if isinstance(eo, torch.Tensor) else None,
+        )
 
 
-def check_outputs(source: torch.nn.Module, inputs: list[torch.Tensor], actual, where: str, reference: bool = True) -> None:
+def check_outputs(
+    source: torch.nn.Module, inputs: list[torch.Tensor], actual, where: str, reference: bool = True
+) -> None:
     """Judge ``actual`` (what a generated module returned for ``inputs``) against the source module's
     outputs and, unless ``reference`` is False, its float64 twin's (which must run: tests use this)."""
     with torch.no_grad():
@@ -392,18 +436,30 @@ def check_outputs(source: torch.nn.Module, inputs: list[torch.Tensor], actual, w
     judge(expected, actual, ref, where)
 
 
-def check_chosen(source: torch.nn.Module, inputs: list[torch.Tensor], actual, choices: list[torch.Tensor], where: str) -> None:
+def check_chosen(
+    source: torch.nn.Module, inputs: list[torch.Tensor], actual, choices: list[torch.Tensor], where: str
+) -> None:
     """:func:`check_outputs` for outputs whose top-k picks ``choices`` were recorded (each judged
     against the float64 run that picks as it did): where the call that made ``actual`` could not
     be watched (a CUDA graph's replay calls no ``topk``), the picks of the same module's plain call
     on the same inputs."""
     expected, eager = run_recording_choices(source, inputs)
-    ref, ref_ours = paired_references(lambda picks, fallback=True: run64_choosing(source, inputs, picks, fallback=fallback),
-                                      eager, choices)
-    judge(expected, actual, ref, where, ref_ours, None if same_choices(eager, choices) else run_choosing(source, inputs, choices))
+    ref, ref_ours = paired_references(
+        lambda picks, fallback=True: run64_choosing(source, inputs, picks, fallback=fallback), eager, choices
+    )
+    judge(
+        expected,
+        actual,
+        ref,
+        where,
+        ref_ours,
+        None if same_choices(eager, choices) else run_choosing(source, inputs, choices),
+    )
 
 
-def check_call(source: torch.nn.Module, generated, inputs: list[torch.Tensor], where: str, reference: bool = True):
+def check_call(
+    source: torch.nn.Module, generated, inputs: list[torch.Tensor], where: str, reference: bool = True
+):
     """Call the generated module on ``inputs`` and judge its outputs (:func:`check_outputs`, each
     against the float64 run that makes its choices); returns them."""
     actual, ours = run_recording_choices(generated, inputs)

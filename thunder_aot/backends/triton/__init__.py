@@ -19,13 +19,13 @@ from thunder_aot.backends.triton.interpreter import interpreter_rounds_like_the_
 from thunder_aot.backends.triton.launch import TritonRegionView, contiguous_strides, numel_text
 from thunder_aot.backends.triton.lowering import TL_DTYPES, Expr, Kind, RowProgram, Unsupported
 from thunder_aot.backends.triton.pointwise import BLOCK as POINTWISE_BLOCK
-from thunder_aot.backends.triton.pointwise import MOVES
+from thunder_aot.backends.triton.pointwise import MOVES, PointwiseProgram
 from thunder_aot.backends.triton.pointwise import NUM_WARPS as POINTWISE_WARPS
-from thunder_aot.backends.triton.pointwise import PointwiseProgram
 from thunder_aot.backends.triton.routing import RoutingProgram
 from thunder_aot.backends.triton.schedule import MOVE_WARPS
 from thunder_aot.backends.triton.topk import topk_view
 from thunder_aot.model import DimRange, DType, Region
+
 
 class TritonBackend(Backend):
     name = "triton"
@@ -33,8 +33,24 @@ class TritonBackend(Backend):
     # the runtime first: without Triton its import error says what to install
     #: runtime.triton's names every module with kernels reads, and the helpers its kernels may call
     #: (imported where one does)
-    runtime_names = ("INTERPRET", "Kernel", "current_device", "eager_device", "empty_strided_cuda", "raw_stream")
-    kernel_helpers = ("math_expm1", "math_log1p", "math_round", "math_sign", "math_tanh", "math_trunc", "nan_max", "nan_min")
+    runtime_names = (
+        "INTERPRET",
+        "Kernel",
+        "current_device",
+        "eager_device",
+        "empty_strided_cuda",
+        "raw_stream",
+    )
+    kernel_helpers = (
+        "math_expm1",
+        "math_log1p",
+        "math_round",
+        "math_sign",
+        "math_tanh",
+        "math_trunc",
+        "nan_max",
+        "nan_min",
+    )
     imports = (
         f"from thunder_aot.runtime.triton import {', '.join(sorted(runtime_names + kernel_helpers))}",
         "import triton",
@@ -63,9 +79,13 @@ class TritonBackend(Backend):
         self.torch = TorchBackend()
 
     def imports_for(self, definitions) -> tuple[str, ...]:
-        called = {h for d in definitions for line in d.body for h in self.kernel_helpers if f"{h}(" in line.code}
-        return (f"from thunder_aot.runtime.triton import {', '.join(sorted({*self.runtime_names, *called}))}",
-                *self.imports[1:])
+        called = {
+            h for d in definitions for line in d.body for h in self.kernel_helpers if f"{h}(" in line.code
+        }
+        return (
+            f"from thunder_aot.runtime.triton import {', '.join(sorted({*self.runtime_names, *called}))}",
+            *self.imports[1:],
+        )
 
     @property
     def verify_device(self) -> str:
@@ -126,20 +146,29 @@ class TritonBackend(Backend):
         # a region without inputs (torch.arange) allocates on the program's device (codegen defines
         # ``device`` where a region's ops take one)
         first = region.inputs[0].name if region.inputs else None
-        kernel_params = [f"{v.name}_ptr" for v in region.inputs] + [f"{o.value.name}_out_ptr" for o in outputs]
+        kernel_params = [f"{v.name}_ptr" for v in region.inputs] + [
+            f"{o.value.name}_out_ptr" for o in outputs
+        ]
         launch_args = [v.name for v in region.inputs] + [o.value.name for o in outputs]
         allocations = [
-            _allocation(o.value.name, [render_dim(d) for d in o.value.spec.shape], o.value.spec.dtype, first) for o in outputs
+            _allocation(o.value.name, [render_dim(d) for d in o.value.spec.shape], o.value.spec.dtype, first)
+            for o in outputs
         ]
         size_params = list(prog.size_params)
         if prog.tiled:  # whole rows of the outputs' innermost dim, several to a program
             plan = prog.plan
             rows = _largest([numel_text(prog.row_shape(o.value.spec.shape)) for o in outputs])
-            programs = str(-(-int(rows) // plan.rows)) if rows.isdigit() else f"triton.cdiv({rows}, {plan.rows})"
+            programs = (
+                str(-(-int(rows) // plan.rows)) if rows.isdigit() else f"triton.cdiv({rows}, {plan.rows})"
+            )
             n_expr, static, block, warps = str(prog.widest), True, plan.block, plan.num_warps
-            note = plan.note(prog.widest) + ("" if prog.lane_dim is not None else ", one output element per row")
+            note = plan.note(prog.widest) + (
+                "" if prog.lane_dim is not None else ", one output element per row"
+            )
             if prog.tail:
-                note += f", the reductions' rows {max(prog.tails.values())} longer in a tail of {prog.tail} lanes"
+                note += (
+                    f", the reductions' rows {max(prog.tails.values())} longer in a tail of {prog.tail} lanes"
+                )
         else:  # a flat range of elements per program
             n_expr = _largest([numel_text(o.value.spec.shape) for o in outputs])
             moves = all(op.prim in MOVES for op in region.ops)
@@ -177,11 +206,15 @@ class TritonBackend(Backend):
             kernel_params=(f"{source.name}_ptr", *(f"{o}_out_ptr" for o in outputs)),
             n_param="N",
             body=tuple(body),
-            schedule_note=f"one program: the whole sort of N <= {prog.block} in BLOCK={prog.block} lanes, {prog.num_warps} warps",
+            schedule_note=(
+                f"one program: the whole sort of N <= {prog.block} in BLOCK={prog.block} lanes, "
+                f"{prog.num_warps} warps"
+            ),
             programs="1",
             row_count=(),
             allocations=tuple(
-                _allocation(o.name, [render_dim(d) for d in o.spec.shape], o.spec.dtype, source.name) for o in region.outputs
+                _allocation(o.name, [render_dim(d) for d in o.spec.shape], o.spec.dtype, source.name)
+                for o in region.outputs
             ),
             launch_args=(source.name, *outputs),
             n=render_dim(prog.length),
@@ -193,7 +226,9 @@ class TritonBackend(Backend):
         prog = RowProgram(region, dims)
         loads, scalar_loads, kernel_params, launch_args = [], [], [], []
         # the rows: an input of the full shape (its shape is the outputs', its numel / N the grid)
-        row_input = next((v for v in region.inputs if v.spec.shape == prog.full and v.name not in prog.sliced), None)
+        row_input = next(
+            (v for v in region.inputs if v.spec.shape == prog.full and v.name not in prog.sliced), None
+        )
         for v in region.inputs:
             ptr = f"{v.name}_ptr"
             if v.name in prog.sliced:  # its slices load their parts of each row
@@ -207,7 +242,9 @@ class TritonBackend(Backend):
                 loads.append(Line(f"{v.name} = tl.load({ptr} + cols, mask={prog.col_mask}, other=0.0)"))
             else:
                 broadcast = prog.broadcast_row(v.spec.shape)
-                loads.append(Line(f"{v.name} = tl.load({ptr} + {broadcast or 'row'} * N + cols, mask=mask, other=0.0)"))
+                loads.append(
+                    Line(f"{v.name} = tl.load({ptr} + {broadcast or 'row'} * N + cols, mask=mask, other=0.0)")
+                )
             prog.exprs[v.name] = Expr(v.name, kind)
             kernel_params.append(ptr)
             launch_args.append(v.name)
@@ -234,7 +271,10 @@ class TritonBackend(Backend):
             if kind == Kind.COL:
                 raise Unsupported("an output that does not depend on the row")
             if kind == Kind.ROW:
-                sizes_text = [*lead, prog.n_text() if prog.n is not None else render_dim(row_input.spec.shape[-1])]
+                sizes_text = [
+                    *lead,
+                    prog.n_text() if prog.n is not None else render_dim(row_input.spec.shape[-1]),
+                ]
             else:
                 sizes_text = [*lead, "1"] if len(o.spec.shape) == len(prog.full) else list(lead)
             ptr = f"{o.name}_out_ptr"
@@ -260,7 +300,12 @@ class TritonBackend(Backend):
         width_units = prog.n is None
         runtime = [*size_params, *(["N_units"] if width_units else [])]
         if width_units:
-            body = [Line("N = N_units * N_UNIT", "the row width, a multiple of N_UNIT (aligned rows, vector loads)"), *body]
+            body = [
+                Line(
+                    "N = N_units * N_UNIT", "the row width, a multiple of N_UNIT (aligned rows, vector loads)"
+                ),
+                *body,
+            ]
         return TritonRegionView(
             name=region.name,
             decorator=f"@triton.jit(do_not_specialize={runtime!r})" if runtime else "@triton.jit",

@@ -25,7 +25,9 @@ def interpreter_rounds_like_the_gpu() -> None:
     def cast_impl(self, src, dst_type):
         if src.dtype.scalar == tl.float32 and dst_type.scalar == tl.bfloat16:
             rounded = torch.from_numpy(np.ascontiguousarray(src.data, dtype=np.float32)).to(torch.bfloat16)
-            return interpreter.TensorHandle(rounded.view(torch.int16).numpy().view(np.uint16), dst_type.scalar)
+            return interpreter.TensorHandle(
+                rounded.view(torch.int16).numpy().view(np.uint16), dst_type.scalar
+            )
         return truncating(self, src, dst_type)
 
     builder.cast_impl = cast_impl  # the builder's create_fp_trunc & co. call cast_impl

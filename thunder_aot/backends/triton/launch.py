@@ -41,10 +41,19 @@ class TritonRegionView:
     def definition_key(self) -> tuple:
         """What makes the compiled kernel: its text and its compile-time arguments. Regions with the
         same key share one kernel and one compile."""
-        return (self.decorator, self.kernel_params, self.n_param, self.schedule_note, self.body, self.n, self.block,
-                self.num_warps, self.width_units)
+        return (
+            self.decorator,
+            self.kernel_params,
+            self.n_param,
+            self.schedule_note,
+            self.body,
+            self.n,
+            self.block,
+            self.num_warps,
+            self.width_units,
+        )
 
-    def sharing(self, name: str) -> "TritonRegionView":
+    def sharing(self, name: str) -> TritonRegionView:
         return replace(self, name=name, template="")
 
     @property
@@ -70,15 +79,28 @@ class TritonRegionView:
         pointers = {t: f"_{t}_ptr" for t in tensors if t in self.params}
         raw = [pointers.get(t, f"{t}.data_ptr()") for t in tensors] + list(self.size_names)
         # (not tested while tracing: _device is runtime.triton.TRACING, and Kernel.launch ignores it)
-        misaligned = (f"_device != {TRACING_DEVICE} and (" + " | ".join(pointers.values()) + ") & 15 != 0"
-                      if pointers else "False")
+        misaligned = (
+            f"_device != {TRACING_DEVICE} and (" + " | ".join(pointers.values()) + ") & 15 != 0"
+            if pointers
+            else "False"
+        )
         key, tail, unit = "_device + _device + _misaligned", f"{self.n}, {self.block}", ()
         if self.width_units:  # runtime.triton.width_unit, written out
             n = self.n if self.n.isidentifier() else f"({self.n})"
-            unit = (Line(f"_unit = ({n} | 16) & -({n} | 16)", "the largest power of two dividing the row width, at most 16"),)
+            unit = (
+                Line(
+                    f"_unit = ({n} | 16) & -({n} | 16)",
+                    "the largest power of two dividing the row width, at most 16",
+                ),
+            )
             key, tail = f"({key}) * 32 + _unit", f"{n} // _unit, {self.block}, _unit"
-        direct = f"_kernel[1]({self.programs}, 1, 1, raw_stream(_device), *_kernel[2], {', '.join(raw)}, {tail})"
-        general = f"{self.name}.launch({self.programs}, {tuple_text(list(self.launch_args))}, {tuple_text(raw)}, _misaligned, {self.n})"
+        direct = (
+            f"_kernel[1]({self.programs}, 1, 1, raw_stream(_device), *_kernel[2], {', '.join(raw)}, {tail})"
+        )
+        general = (
+            f"{self.name}.launch({self.programs}, {tuple_text(list(self.launch_args))}, "
+            f"{tuple_text(raw)}, _misaligned, {self.n})"
+        )
         return (
             *self.row_count,
             *self.allocations,
@@ -93,10 +115,16 @@ class TritonRegionView:
                         nested("else:", (Line(general),)).code,
                     )
                 ),
-                "the C launch where the kernel is compiled for _device and this alignment; else Kernel.launch",
+                "the C launch where the kernel is compiled for _device and this alignment; "
+                "else Kernel.launch",
             ),
-            *(Line(f"if CHOICES:\n    CHOICES[-1].append({name})", "the picks, for a verification watching this call")
-              for name in self.recorded),
+            *(
+                Line(
+                    f"if CHOICES:\n    CHOICES[-1].append({name})",
+                    "the picks, for a verification watching this call",
+                )
+                for name in self.recorded
+            ),
         )
 
 

@@ -88,14 +88,23 @@ _UNARY = {
     "log1p": "math_log1p({})",
     "trunc": "math_trunc({})",
     "sign": "math_sign({})",
-    "isfinite": "(tl.abs({}) < float(\"inf\"))",
+    "isfinite": '(tl.abs({}) < float("inf"))',
 }
 _BINARY = {
-    "add": "+", "sub": "-", "mul": "*", "bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^",
+    "add": "+",
+    "sub": "-",
+    "mul": "*",
+    "bitwise_and": "&",
+    "bitwise_or": "|",
+    "bitwise_xor": "^",
 }
 #: reduction prim -> (the Triton reduction, its identity). amax and amin propagate NaN as torch's
 #: do (runtime.triton.nan_max; ``tl.max`` would skip them)
-_REDUCE_IDENTITY = {"sum": ("tl.sum", "0.0"), "amax": ("nan_max", 'float("-inf")'), "amin": ("nan_min", 'float("inf")')}
+_REDUCE_IDENTITY = {
+    "sum": ("tl.sum", "0.0"),
+    "amax": ("nan_max", 'float("-inf")'),
+    "amin": ("nan_min", 'float("inf")'),
+}
 
 
 #: how a chunk's partial values join a reduction's [BLOCK] accumulator (looped schedule)
@@ -108,7 +117,8 @@ _COMBINE = {
 
 @dataclass(frozen=True)
 class Reduction:
-    """``out = fn(where(mask, operand, identity)) + suffix`` over the row, in parts for the looped schedule."""
+    """``out = fn(where(mask, operand, identity)) + suffix`` over the row, in parts for the looped
+    schedule."""
 
     out: str
     fn: str
@@ -129,14 +139,26 @@ class RowProgram:
         self.sliced = {
             v.name: v.spec
             for v in region.inputs
-            if (uses := [op for op in region.ops if any(isinstance(a, Ref) and a.name == v.name for a in op.args)])
+            if (
+                uses := [
+                    op for op in region.ops if any(isinstance(a, Ref) and a.name == v.name for a in op.args)
+                ]
+            )
             and all(op.prim == "slice" for op in uses)
         }
-        values = [*(v for v in region.inputs if v.name not in self.sliced), *(o for op in region.ops for o in op.outputs)]
+        values = [
+            *(v for v in region.inputs if v.name not in self.sliced),
+            *(o for op in region.ops for o in op.outputs),
+        ]
         #: every value's dtype (comparisons of 16-bit floats are written in float32)
-        self.dtypes = {v.name: v.spec.dtype for v in [*region.inputs, *(o for op in region.ops for o in op.outputs)]}
+        self.dtypes = {
+            v.name: v.spec.dtype for v in [*region.inputs, *(o for op in region.ops for o in op.outputs)]
+        }
         # the row: the widest shape of the highest rank (a dynamic width counts as the widest)
-        full = max((v.spec.shape for v in values), key=lambda s: (len(s), s[-1] if s and isinstance(s[-1], int) else float("inf")))
+        full = max(
+            (v.spec.shape for v in values),
+            key=lambda s: (len(s), s[-1] if s and isinstance(s[-1], int) else float("inf")),
+        )
         if not full:
             raise Unsupported("a region of scalars")
         self.full = full
@@ -157,9 +179,11 @@ class RowProgram:
         self.part_shapes: dict[str, tuple] = {}
         self.exprs: dict[str, Expr] = {}
         self.lines: list[Line] = []
-        self.line_info: list[tuple[str, Reduction | None]] = []  # per line: what it defines, the reduction it computes
+        # per line: what it defines, the reduction it computes
+        self.line_info: list[tuple[str, Reduction | None]] = []
         #: BLOCK, num_warps, rows per program. One row per program writes each value as a [BLOCK]
-        #: vector; more, as a [rows, BLOCK] tile (``row`` a [rows, 1] column of row indices, ``cols`` [1, BLOCK])
+        #: vector; more, as a [rows, BLOCK] tile (``row`` a [rows, 1] column of row indices,
+        #: ``cols`` [1, BLOCK])
         self.plan = schedule(self.n_max, self.max_rows)
 
     @property
@@ -177,7 +201,9 @@ class RowProgram:
 
     def reduce(self, fn: str, operand: str) -> str:
         """A reduction over each row's lanes: a per-row scalar ([rows, 1] in a tile)."""
-        return f"{fn}({operand}, axis=0)" if self.plan.rows == 1 else f"{fn}({operand}, axis=1, keep_dims=True)"
+        return (
+            f"{fn}({operand}, axis=0)" if self.plan.rows == 1 else f"{fn}({operand}, axis=1, keep_dims=True)"
+        )
 
     @property
     def row_mask(self) -> str:
@@ -268,7 +294,9 @@ class RowProgram:
         out = op.outputs[0]
         if spec is None or not isinstance(spec.shape[-1], int) or self.n is None:
             raise Unsupported("a slice of other than an input's static innermost dim")
-        if spec.shape[:-1] != self.full[:-1] or any(not (isinstance(x, Const) and x.value == 1) for x in strides.items):
+        if spec.shape[:-1] != self.full[:-1] or any(
+            not (isinstance(x, Const) and x.value == 1) for x in strides.items
+        ):
             raise Unsupported("a strided slice, or one across rows")
         if any(not (isinstance(x, Const) and x.value == 0) for x in starts.items[:-1]):
             raise Unsupported("a slice that does not keep whole rows")
@@ -277,7 +305,9 @@ class RowProgram:
             raise Unsupported("a slice with dynamic bounds")
         width, row_width = end.value - start.value, spec.shape[-1]
         if width == self.n and source.name in self.sliced:
-            load = f"tl.load({source.name}_ptr + row * {row_width} + {start.value} + cols, mask=mask, other=0.0)"
+            load = (
+                f"tl.load({source.name}_ptr + row * {row_width} + {start.value} + cols, mask=mask, other=0.0)"
+            )
             return self.set(out, load, Kind.ROW)
         if not 0 < width < self.n:
             raise Unsupported("a slice wider than the row")
@@ -292,7 +322,10 @@ class RowProgram:
         shifted to the lanes it lands in (masked outside them), then one ``tl.where`` picks by lane."""
         pieces, dim = op.args
         out = op.outputs[0]
-        if not (isinstance(dim, Const) and dim.value in (-1, len(self.full) - 1)) or self.kind_of(out.spec) != Kind.ROW:
+        if (
+            not (isinstance(dim, Const) and dim.value in (-1, len(self.full) - 1))
+            or self.kind_of(out.spec) != Kind.ROW
+        ):
             raise Unsupported("a cat along other than the innermost dim")
         exprs = [self.arg(p) for p in pieces.items]
         if any(e.kind != Kind.PART for e in exprs):
@@ -323,7 +356,7 @@ class RowProgram:
             expression = f"tl.where(cols < {end}, {text}, {expression})"
         return self.set(out, expression, Kind.ROW)
 
-    def set(self, out: Value, text: str, kind: Kind, reduction: "Reduction | None" = None) -> str:
+    def set(self, out: Value, text: str, kind: Kind, reduction: Reduction | None = None) -> str:
         if kind == Kind.PART:  # no line: the cat that places the part writes it out, shifted
             self.exprs[out.name] = Expr(f"({text})", kind)
             self.part_shapes[f"({text})"] = out.spec.shape
@@ -339,7 +372,11 @@ class RowProgram:
         if self.plan.rows == 1:
             lanes = [Line("cols = tl.arange(0, BLOCK)"), Line("mask = cols < N")]
         else:
-            lanes = [Line("cols = tl.arange(0, BLOCK)[None, :]"), Line("lanes = cols < N"), Line("mask = in_rows & lanes")]
+            lanes = [
+                Line("cols = tl.arange(0, BLOCK)[None, :]"),
+                Line("lanes = cols < N"),
+                Line("mask = in_rows & lanes"),
+            ]
         return [*self.head(), *lanes, *scalar_loads, *loads, *self.lines, *stores]
 
     def looped_body(self, scalar_loads: list[Line], loads: list[Line], stores: list[Line]) -> list[Line]:
@@ -352,14 +389,23 @@ class RowProgram:
         vector: list[Line] = []  # the row ops so far
 
         def loop(last: list[Line]) -> list[Line]:
-            chunk = [Line("cols = start + tl.arange(0, BLOCK)"), Line("mask = cols < N"), *loads, *vector, *last]
+            chunk = [
+                Line("cols = start + tl.arange(0, BLOCK)"),
+                Line("mask = cols < N"),
+                *loads,
+                *vector,
+                *last,
+            ]
             return [nested("for start in range(0, N, BLOCK):", chunk)]
 
         for line, (name, reduction) in zip(self.lines, self.line_info):
             if reduction is not None:
                 acc = f"{reduction.out}_acc"
-                body.append(Line(f"{acc} = tl.full([BLOCK], {reduction.identity}, {reduction.dtype})", line.comment))
-                body += loop([Line(f"{acc} = {reduction.combine.format(acc, f'tl.where(mask, {reduction.operand}, {reduction.identity})')}")])
+                body.append(
+                    Line(f"{acc} = tl.full([BLOCK], {reduction.identity}, {reduction.dtype})", line.comment)
+                )
+                masked = f"tl.where(mask, {reduction.operand}, {reduction.identity})"
+                body += loop([Line(f"{acc} = {reduction.combine.format(acc, masked)}")])
                 body.append(Line(f"{reduction.out} = {reduction.fn}({acc}, axis=0){reduction.suffix}"))
             elif self.exprs[name].kind in (Kind.ROW, Kind.COL):
                 vector.append(line)
@@ -427,7 +473,11 @@ POW_EXPONENTS = {
 
 def pow_text(base: str, exponent) -> str:
     """``base ** exponent`` in kernel text for a constant exponent of :data:`POW_EXPONENTS`."""
-    if isinstance(exponent, Const) and isinstance(exponent.value, (int, float)) and not isinstance(exponent.value, bool):
+    if (
+        isinstance(exponent, Const)
+        and isinstance(exponent.value, (int, float))
+        and not isinstance(exponent.value, bool)
+    ):
         template = POW_EXPONENTS.get(float(exponent.value))
         if template is not None:
             return template.format(base)
@@ -450,8 +500,11 @@ def half_literal(text: str, dtype: str) -> str:
 def _where(p: RowProgram, op: PrimOp) -> str:
     c, a, b = (p.arg(x) for x in op.args)
     dtype = op.outputs[0].spec.dtype
-    return p.set(op.outputs[0], f"tl.where({c.text}, {half_literal(a.text, dtype)}, {half_literal(b.text, dtype)})",
-                 _combine(c.kind, a.kind, b.kind))
+    return p.set(
+        op.outputs[0],
+        f"tl.where({c.text}, {half_literal(a.text, dtype)}, {half_literal(b.text, dtype)})",
+        _combine(c.kind, a.kind, b.kind),
+    )
 
 
 def _convert(p: RowProgram, op: PrimOp) -> str:

@@ -29,7 +29,15 @@ from dataclasses import dataclass
 
 from thunder_aot.backends.base import Line, render_const, source_comments
 from thunder_aot.backends.triton.lowering import (
-    _BINARY, _COMBINE, _COMPARISONS, _REDUCE_IDENTITY, _UNARY, TL_DTYPES, Unsupported, half_literal, pow_text,
+    _BINARY,
+    _COMBINE,
+    _COMPARISONS,
+    _REDUCE_IDENTITY,
+    _UNARY,
+    TL_DTYPES,
+    Unsupported,
+    half_literal,
+    pow_text,
 )
 from thunder_aot.backends.triton.schedule import MAX_BLOCK, Schedule, _next_pow2, dense, schedule
 from thunder_aot.model import Const, Dim, DimRange, DType, PrimOp, Ref, Region, Seq, SizeArg, SymDim, Value
@@ -106,7 +114,9 @@ class PointwiseProgram:
             plan = schedule(widest, self._max_rows())
             # each lane of such a tile computes a whole output element (GPT-OSS's expert combine:
             # three gathers, a bias, a weight): at 32 lanes per thread its values spill
-            self.plan = dataclasses.replace(plan, num_warps=max(plan.num_warps, min(4, plan.rows * plan.block // 256)))
+            self.plan = dataclasses.replace(
+                plan, num_warps=max(plan.num_warps, min(4, plan.rows * plan.block // 256))
+            )
         elif self.tiled:
             if lane_dim != -1 and len({len(v.spec.shape) for v in region.outputs}) != 1:
                 raise Unsupported("lanes along an outer dim of outputs of different ranks")
@@ -120,7 +130,9 @@ class PointwiseProgram:
                 raise Unsupported("outputs of different or unbounded rows in a tiled kernel")
             #: reductions over a row a few elements longer than the outputs' (GPT-OSS's sink column)
             #: -> that excess: they reduce the tile's lanes, then a tail of lanes past the row
-            self.tails = {id(op): e for op in reductions if (e := _excess(width, _reduced_dim(self, op)[2])) is not None}
+            self.tails = {
+                id(op): e for op in reductions if (e := _excess(width, _reduced_dim(self, op)[2])) is not None
+            }
             if any(op.prim not in _REDUCE_IDENTITY for op in reductions if id(op) in self.tails):
                 self.tails = {}
             #: the tail's lanes (a power of two), 0 without one
@@ -182,7 +194,7 @@ class PointwiseProgram:
             if d == 1:
                 index.append("0")
                 continue
-            inner = [x for x in shape[k + 1:] if x != 1]
+            inner = [x for x in shape[k + 1 :] if x != 1]
             text = flat if not inner else f"({flat} // ({self._product(inner)}))"
             outer = [x for x in shape[:k] if x != 1]
             index.append(text if not outer else f"({text} % {self.size(d)})")
@@ -194,7 +206,7 @@ class PointwiseProgram:
         for k, (i, d) in enumerate(zip(index, shape)):
             if d == 1 or i == "0":
                 continue
-            inner = [x for x in shape[k + 1:] if x != 1]
+            inner = [x for x in shape[k + 1 :] if x != 1]
             terms.append(i if not inner else f"{i} * ({self._product(inner)})")
         return " + ".join(terms) or "0"
 
@@ -218,7 +230,9 @@ class PointwiseProgram:
         name = f"m{len(self._masks)}"
         base = max((m for m in self._masks if m < atoms), key=len, default=frozenset())
         rest = sorted(atoms - base, key=self._order.__getitem__)
-        parts = ([self._masks[base]] if base else []) + [c if len(rest) + bool(base) == 1 else f"({c})" for c in rest]
+        parts = ([self._masks[base]] if base else []) + [
+            c if len(rest) + bool(base) == 1 else f"({c})" for c in rest
+        ]
         self._masks[atoms], self._atoms[name] = name, atoms
         self._mask_axes[name] = set().union(*(self._axes(c) for c in atoms)) if atoms else set()
         self.lines.append(Line(f"{name} = {' & '.join(parts) or 'True'}"))
@@ -275,7 +289,7 @@ class PointwiseProgram:
         if self.lane_dim is None:
             return shape
         d = self.lane_dim % len(shape)
-        return (*shape[:d], *shape[d + 1:])
+        return (*shape[:d], *shape[d + 1 :])
 
     def _max_rows(self) -> int | None:
         """The most rows (elements / lane dim's size) an output has at the bucket's upper edges."""
@@ -331,7 +345,9 @@ class PointwiseProgram:
         if len(used) < len(axes) and not self._axes(mask) <= used:  # a mask wider than the pointer
             # the conditions along only the axes the address does not vary along are dropped (the
             # address is the same there); else the pointer is broadcast to the mask
-            kept = frozenset(c for c in self._atoms[mask] if not (self._axes(c) and self._axes(c).isdisjoint(used)))
+            kept = frozenset(
+                c for c in self._atoms[mask] if not (self._axes(c) and self._axes(c).isdisjoint(used))
+            )
             if used and kept and set().union(*(self._axes(c) for c in kept)) <= used:
                 mask = self._named(kept)
             else:
@@ -362,7 +378,8 @@ class PointwiseProgram:
         return self.mask_name(f"{self.row_mask} & ({lanes})")
 
     def operand(self, arg, index: Index, mask: str) -> str:
-        """An op's operand at ``index``: a value of the region (same shape as the op's output), or a number."""
+        """An op's operand at ``index``: a value of the region (same shape as the op's output), or a
+        number."""
         if isinstance(arg, Ref):
             spec = self.specs[arg.name]
             return self.value(arg.name, index if spec.shape else (), mask)
@@ -550,8 +567,11 @@ def _empty(atoms: set[str]) -> bool:
     bounds = [b for b in map(_lane_bound, atoms) if b is not None]
     if any(lhs in _LANE_AXES and op == "<" and not sym and c <= 0 for lhs, op, sym, c in bounds):
         return True
-    return any(x[0] == y[0] and x[2] == y[2] and x[1] == "<" and y[1] == ">=" and y[3] >= x[3]
-               for x in bounds for y in bounds)
+    return any(
+        x[0] == y[0] and x[2] == y[2] and x[1] == "<" and y[1] == ">=" and y[3] >= x[3]
+        for x in bounds
+        for y in bounds
+    )
 
 
 def _implied(a: str, b: str) -> bool:
@@ -571,6 +591,7 @@ def _implies(have: Mask, need: Mask) -> bool:
 
 def _simplest(atoms: set[str]) -> Mask:
     """``atoms`` less each condition another of them implies (of two equivalent, the first in order)."""
+
     def dropped(b: str) -> bool:
         return any(a != b and _implied(a, b) and (not _implied(b, a) or a < b) for a in atoms)
 
@@ -771,12 +792,18 @@ def reshape_groups(in_shape: tuple, out_shape: tuple) -> list[tuple[list[int], l
     while i < len(in_shape) or j < len(out_shape):
         dims_in, dims_out = [], []
         while True:
-            key_in, key_out = _product_key(in_shape[k] for k in dims_in), _product_key(out_shape[k] for k in dims_out)
+            key_in, key_out = _product_key(in_shape[k] for k in dims_in), _product_key(
+                out_shape[k] for k in dims_out
+            )
             if dims_in and dims_out and key_in == key_out:
                 break
             sym_in, sym_out = set(key_in[1]), set(key_out[1])
-            grow_in = (not dims_in or sym_in < sym_out or (sym_in == sym_out and key_in[0] < key_out[0])) and i < len(in_shape)
-            grow_out = (not dims_out or sym_out < sym_in or (sym_in == sym_out and key_out[0] < key_in[0])) and j < len(out_shape)
+            grow_in = (
+                not dims_in or sym_in < sym_out or (sym_in == sym_out and key_in[0] < key_out[0])
+            ) and i < len(in_shape)
+            grow_out = (
+                not dims_out or sym_out < sym_in or (sym_in == sym_out and key_out[0] < key_in[0])
+            ) and j < len(out_shape)
             if grow_in:
                 dims_in.append(i)
                 i += 1
@@ -865,7 +892,7 @@ def _cat(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) ->
         if not _empty(p._atoms[mask] | set(_conjuncts(lanes))):  # no lane of the mask reads this piece
             piece_mask = p.mask_name(f"{mask} & {lanes}")
             shifted = at if offset == "0" else f"({at} - ({offset}))"
-            placed.append((end, p.value(piece.name, (*index[:d], shifted, *index[d + 1:]), piece_mask)))
+            placed.append((end, p.value(piece.name, (*index[:d], shifted, *index[d + 1 :]), piece_mask)))
         offset = end
     if not placed:
         raise Unsupported("a cat read where none of its pieces lies")
@@ -887,7 +914,7 @@ def _take(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) -
     size = p.size(shape[d])
     at = p.named_index(f"tl.where({raw} < 0, {raw} + {size}, {raw}).to(tl.int64)", index[d])
     inside = p.mask_name(f"{mask} & ({at} >= 0) & ({at} < {size})")
-    return p.value(a.name, (*index[:d], at, *index[d + 1:]), inside)
+    return p.value(a.name, (*index[:d], at, *index[d + 1 :]), inside)
 
 
 #: the most elements a reduced row may exceed the outputs' row by and still reduce in a tail
@@ -899,7 +926,11 @@ def _excess(width, size) -> int | None:
     constant from 1 to TAIL_LIMIT whatever the bucket's sizes (``S + 1`` against ``S``), else None."""
     if isinstance(width, int) and isinstance(size, int):
         excess = size - width
-    elif isinstance(width, SymDim) and isinstance(size, SymDim) and (width.name, width.coeff) == (size.name, size.coeff):
+    elif (
+        isinstance(width, SymDim)
+        and isinstance(size, SymDim)
+        and (width.name, width.coeff) == (size.name, size.coeff)
+    ):
         excess = size.offset - width.offset
     else:
         return None
@@ -921,8 +952,10 @@ def _reduce(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str)
     column (the tile's lanes and a tail's, each reduced, then combined: PointwiseProgram.lanes)."""
     a, dim, size = _reduced_dim(p, op)
     fn, identity = _REDUCE_IDENTITY[op.prim]
-    parts = [f"{fn}(tl.where({lanes}, {p.value(a.name, inner, lanes)}, {identity}), axis=1, keep_dims=True)"
-             for inner, lanes in p.lanes(op, index, dim, size)]
+    parts = [
+        f"{fn}(tl.where({lanes}, {p.value(a.name, inner, lanes)}, {identity}), axis=1, keep_dims=True)"
+        for inner, lanes in p.lanes(op, index, dim, size)
+    ]
     text = parts[0]
     for part in parts[1:]:
         text = _COMBINE[fn].format(text, part)
@@ -939,7 +972,10 @@ def _var_mean(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: st
         return f"tl.sum(tl.where({lanes}, {x}, 0.0), axis=1, keep_dims=True) / {size}"
     correction = dict(op.kwargs)["correction"].value
     centered = p.value(mean.name, index, mask)
-    return f"tl.sum(tl.where({lanes}, ({x} - {centered}) * ({x} - {centered}), 0.0), axis=1, keep_dims=True) / {size - correction}"
+    return (
+        f"tl.sum(tl.where({lanes}, ({x} - {centered}) * ({x} - {centered}), 0.0), axis=1, keep_dims=True)"
+        f" / {size - correction}"
+    )
 
 
 #: prims that only move elements: a flat kernel of these alone is a copy (schedule.MOVE_WARPS)

@@ -40,8 +40,15 @@ class RoutingProgram:
         self.region = region
         ranges = {d.name: d for d in dims}
         (self.length,) = region.inputs[0].spec.shape
-        upper = self.length if isinstance(self.length, int) else (
-            self.length.at({self.length.name: ranges[self.length.name].hi}) if self.length.name in ranges else None)
+        upper = (
+            self.length
+            if isinstance(self.length, int)
+            else (
+                self.length.at({self.length.name: ranges[self.length.name].hi})
+                if self.length.name in ranges
+                else None
+            )
+        )
         if upper is None or upper > MAX_BLOCK:
             raise Unsupported(f"a routing region longer than {MAX_BLOCK} (or without an upper edge)")
         self.block = _next_pow2(max(upper, 2))
@@ -86,7 +93,9 @@ class RoutingProgram:
             v = self.values.get(out.name)
             if v is None:
                 raise Unsupported(f"an output {out.name} the routing program does not compute")
-            self.lines.append(Line(f"tl.store({out.name}_out_ptr + {v.lanes}, {v.text}, mask={self.mask(v.lanes)})"))
+            self.lines.append(
+                Line(f"tl.store({out.name}_out_ptr + {v.lanes}, {v.text}, mask={self.mask(v.lanes)})")
+            )
         return self.lines
 
     # --- the ops ------------------------------------------------------------------------------
@@ -98,7 +107,9 @@ class RoutingProgram:
         vals, perm = op.outputs
         name = self.region.inputs[0].name
         self.set(f"{name}_ids", f"tl.load({name}_ptr + offs, mask=m, other=0).to(tl.int64)", "offs")
-        self.set("keys", f"tl.sort(tl.where(m, {name}_ids * BLOCK + offs, {bound.value} * BLOCK + offs))", "offs")
+        self.set(
+            "keys", f"tl.sort(tl.where(m, {name}_ids * BLOCK + offs, {bound.value} * BLOCK + offs))", "offs"
+        )
         self.set(vals.name, f"(keys // BLOCK).to({TL_DTYPES[vals.spec.dtype]})", "offs")
         self.set(perm.name, f"(keys % BLOCK).to({TL_DTYPES[perm.spec.dtype]})", "offs")
 
@@ -114,10 +125,17 @@ class RoutingProgram:
         """``start + i * step`` along the sort's length (torch.arange)."""
         kwargs = dict(op.kwargs)
         start, step, dtype = kwargs["start"], kwargs["step"], kwargs["dtype"]
-        if not (isinstance(start, Const) and isinstance(step, Const) and isinstance(start.value, int) and isinstance(step.value, int)):
+        if not (
+            isinstance(start, Const)
+            and isinstance(step, Const)
+            and isinstance(start.value, int)
+            and isinstance(step.value, int)
+        ):
             raise Unsupported("iota with other than integer constant start and step")
         lanes = self.lanes_of(op.outputs[0].spec.shape)
-        self.set(op.outputs[0].name, f"({start.value} + {lanes} * {step.value}).to({TL_DTYPES[dtype.name]})", lanes)
+        self.set(
+            op.outputs[0].name, f"({start.value} + {lanes} * {step.value}).to({TL_DTYPES[dtype.name]})", lanes
+        )
 
     def histc(self, op: PrimOp) -> None:
         """torch.histc: bin ``(x - min) * bins / (max - min)`` truncated, ``max`` itself in the last
@@ -133,7 +151,9 @@ class RoutingProgram:
         out = op.outputs[0].name
         self.set(f"{out}_x", f"({a.text}).to(tl.float32)", "offs")
         self.set(f"{out}_in", f"m & ({out}_x >= {float(lo)!r}) & ({out}_x <= {float(hi)!r})", "offs")
-        self.set(f"{out}_bin", f"(({out}_x - {float(lo)!r}) * {bins} / {float(hi - lo)!r}).to(tl.int32)", "offs")
+        self.set(
+            f"{out}_bin", f"(({out}_x - {float(lo)!r}) * {bins} / {float(hi - lo)!r}).to(tl.int32)", "offs"
+        )
         self.set(f"{out}_bin", f"tl.where({out}_in, tl.minimum({out}_bin, {bins - 1}), 0)", "offs")
         counts = f"tl.histogram({out}_bin, {_next_pow2(max(bins, 2))}, mask={out}_in)"
         self.set(out, f"{counts}.to({TL_DTYPES[op.outputs[0].spec.dtype]})", lanes)
@@ -142,7 +162,9 @@ class RoutingProgram:
         """The running sum along the value's lanes (its masked lanes hold 0, past the last)."""
         a, out = self.arg(op.args[0]), op.outputs[0]
         dtype = TL_DTYPES[out.spec.dtype]
-        self.set(out.name, f"tl.cumsum(tl.where({self.mask(a.lanes)}, ({a.text}).to({dtype}), 0), axis=0)", a.lanes)
+        self.set(
+            out.name, f"tl.cumsum(tl.where({self.mask(a.lanes)}, ({a.text}).to({dtype}), 0), axis=0)", a.lanes
+        )
 
     def empty(self, op: PrimOp) -> None:
         """A fresh buffer: only ever a scatter's target (its elements no index names stay unset)."""
@@ -152,14 +174,21 @@ class RoutingProgram:
         the indices (a negative one counts from the end, one outside names nothing)."""
         target, idx, values = op.args
         out = op.outputs[0]
-        if out.spec.shape != (self.length,) or self.arg(idx).lanes != "offs" or self.arg(values).lanes != "offs":
+        if (
+            out.spec.shape != (self.length,)
+            or self.arg(idx).lanes != "offs"
+            or self.arg(values).lanes != "offs"
+        ):
             raise Unsupported("a scatter other than of the sort's length")
         i = self.arg(idx).text
         self.set(f"{out.name}_at", f"tl.where({i} < 0, {i} + N, {i})", "offs")
-        self.lines.append(Line(
-            f"tl.store({out.name}_out_ptr + {out.name}_at, ({self.arg(values).text}).to({TL_DTYPES[out.spec.dtype]}), "
-            f"mask=m & ({out.name}_at >= 0) & ({out.name}_at < N))"
-        ))
+        self.lines.append(
+            Line(
+                f"tl.store({out.name}_out_ptr + {out.name}_at, "
+                f"({self.arg(values).text}).to({TL_DTYPES[out.spec.dtype]}), "
+                f"mask=m & ({out.name}_at >= 0) & ({out.name}_at < N))"
+            )
+        )
         self.stored.add(out.name)
 
 
@@ -174,4 +203,3 @@ ROUTING_OPS: dict[str, Callable[[RoutingProgram, PrimOp], None]] = {
     "empty": RoutingProgram.empty,
     "scatter": RoutingProgram.scatter,
 }
-

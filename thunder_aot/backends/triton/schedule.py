@@ -40,7 +40,9 @@ class Schedule:
 
     def note(self, n: int | str) -> str:
         if self.looped:
-            return f"looped: one row of {n} per program, in chunks of BLOCK={self.block}, {self.num_warps} warps"
+            return (
+                f"looped: one row of {n} per program, in chunks of BLOCK={self.block}, {self.num_warps} warps"
+            )
         rows = "one row" if self.rows == 1 else f"{self.rows} rows"
         warps = "1 warp" if self.num_warps == 1 else f"{self.num_warps} warps"
         return f"persistent: {rows} of {n} per program in BLOCK={self.block} lanes, {warps}"
@@ -50,8 +52,12 @@ def dense(plan: Schedule, values: int) -> Schedule:
     """``plan`` with more warps where the kernel computes more than DENSE_VALUES values per lane."""
     if values <= DENSE_VALUES or plan.looped:
         return plan
-    return Schedule(plan.block, max(plan.num_warps, min(16, plan.rows * plan.block // (DENSE_LANES * 32))),
-                    looped=False, rows=plan.rows)
+    return Schedule(
+        plan.block,
+        max(plan.num_warps, min(16, plan.rows * plan.block // (DENSE_LANES * 32))),
+        looped=False,
+        rows=plan.rows,
+    )
 
 
 def schedule(n: int, max_rows: int | None = None) -> Schedule:

@@ -52,22 +52,34 @@ def topk_view(region: Region, dims: tuple[DimRange, ...], allocation) -> TritonR
         Line(f"row = tl.program_id(0).to(tl.int64) * {r} + tl.arange(0, {r})[:, None]"),
         Line("cols = tl.arange(0, BLOCK)[None, :]"),
         Line("inside = (row < _rows) & (cols < N)"),
-        Line(f"x = tl.load({source.name}_ptr + row * N + cols, mask=inside, other=0).to(tl.float32)",
-             op.source.comment() if op.source else ""),
+        Line(
+            f"x = tl.load({source.name}_ptr + row * N + cols, mask=inside, other=0).to(tl.float32)",
+            op.source.comment() if op.source else "",
+        ),
         Line("bits = x.to(tl.int32, bitcast=True)"),
-        Line("# an integer key per float that orders as the floats do, every NaN the largest; -(2**31 - 1) none"),
+        Line(
+            "# an integer key per float that orders as the floats do, every NaN the largest; "
+            "-(2**31 - 1) none"
+        ),
         Line("key = tl.where(x != x, 0x7FFFFFFF, tl.where(bits < 0, bits ^ 0x7FFFFFFF, bits))"),
         Line("key = tl.where(inside, key, -0x7FFFFFFF)"),
         Line(f"for j in tl.static_range({k.value}):"),
         Line("    best = tl.max(key, axis=1, keep_dims=True)"),
         Line("    at = tl.min(tl.where(key == best, cols, BLOCK), axis=1, keep_dims=True)"),
         Line("    value = tl.where(best < 0, best ^ 0x7FFFFFFF, best).to(tl.float32, bitcast=True)"),
-        Line(f"    tl.store({values.name}_out_ptr + row * {k.value} + j, value.to({TL_DTYPES[values.spec.dtype]}), mask=row < _rows)"),
-        Line(f"    tl.store({indices.name}_out_ptr + row * {k.value} + j, at.to(tl.int64), mask=row < _rows)"),
+        Line(
+            f"    tl.store({values.name}_out_ptr + row * {k.value} + j, "
+            f"value.to({TL_DTYPES[values.spec.dtype]}), mask=row < _rows)"
+        ),
+        Line(
+            f"    tl.store({indices.name}_out_ptr + row * {k.value} + j, at.to(tl.int64), mask=row < _rows)"
+        ),
         Line("    key = tl.where(cols == at, -0x7FFFFFFF, key)"),
     ]
     lead = [render_dim(d) for d in source.spec.shape[:-1]]
-    allocations = tuple(allocation(o.name, [*lead, str(k.value)], o.spec.dtype, source.name) for o in (values, indices))
+    allocations = tuple(
+        allocation(o.name, [*lead, str(k.value)], o.spec.dtype, source.name) for o in (values, indices)
+    )
     return TritonRegionView(
         name=region.name,
         decorator='@triton.jit(do_not_specialize=["_rows"])',
