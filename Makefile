@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints-dev.txt | sha1sum | cut -c1-12)
 
-.PHONY: setup example test test-fast golden gpu-test
+.PHONY: setup example lint test test-fast golden
 
 $(STAMP): pyproject.toml constraints-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,11 +21,19 @@ example: $(STAMP)
 		--backend torch --out build/example/rmsnorm_torch.py
 	$(PY) examples/run_generated.py build/example/rmsnorm_torch.py
 
-# two workers (pytest-xdist): Thunder's tracing is single-threaded Python, and CI has two cores
+# Formatting, lint, and generated/ regenerating byte for byte (`thunder-aot check`); CI runs it first.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check thunder_aot tests tools examples
+	$(VENV)/bin/black --check -q thunder_aot tests tools examples
+	$(VENV)/bin/thunder-aot check generated
+
+# Two workers (pytest-xdist): Thunder's tracing is single-threaded Python, and CI has two cores. Each
+# test has a time limit (pyproject.toml); the slowest are listed at the end.
 test: $(STAMP)
 	$(PY) -m pytest -q -n 2 --dist worksteal --durations=15
 
-# The fast tier for development: no Thunder tracing, no whole-module interpreter runs (under 2 minutes).
+# The fast tier for development: no test marked `traces` (Thunder tracing, whole modules under
+# Triton's interpreter; tests/conftest.py fails an unmarked test that traces), under 2 minutes.
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -n 2 --dist worksteal -m "not traces and not gpu and not slow"
 

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -86,13 +87,28 @@ def greedy_tokens(model: torch.nn.Module, prompt: torch.Tensor, new_tokens: int)
         return model.generate(prompt, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False)
 
 
+def python_env(**extra: str) -> dict[str, str]:
+    """The environment of a test's Python subprocess, plus ``extra``: this checkout first on the
+    import path, behind tests/no_thunder/ while a test without the ``traces`` marker runs
+    (tests/conftest.py) and tests/export_cache_site/ (the tests' export cache there too)."""
+    from tests.conftest import MAY_TRACE, NO_THUNDER
+
+    path = [str(NO_THUNDER)] if os.environ.get(MAY_TRACE) == "0" else []
+    path += [str(ROOT / "tests" / "export_cache_site"), str(ROOT)]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(path), **extra}
+
+
 def interpreted_check(*args: str) -> subprocess.CompletedProcess:
     """tests/triton_interpreted_check.py with ``args`` (a stem of generated/, or an import path and
-    shapes), in a fresh process under Triton's interpreter."""
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    shapes), in a fresh process under Triton's interpreter: a whole module interpreted, so only a
+    test marked ``traces`` may ask for it."""
+    from tests.conftest import MAY_TRACE
+
+    if os.environ.get(MAY_TRACE) == "0":
+        pytest.fail("this test runs a whole module under Triton's interpreter but is not marked 'traces'")
     return subprocess.run(
         [sys.executable, str(ROOT / "tests" / "triton_interpreted_check.py"), *args],
-        env=env,
+        env=python_env(TRITON_INTERPRET="1"),
         capture_output=True,
         text=True,
     )
@@ -101,7 +117,7 @@ def interpreted_check(*args: str) -> subprocess.CompletedProcess:
 def run_cli(
     *args: str, cwd: Path = ROOT, env: dict | None = None, umask: int | None = None
 ) -> subprocess.CompletedProcess:
-    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    full_env = python_env(**(env or {}))
     preexec = None if umask is None else (lambda: os.umask(umask))
     return subprocess.run(
         [sys.executable, "-m", "thunder_aot", *args],

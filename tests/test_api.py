@@ -39,6 +39,7 @@ print("ok", [m for m in messages if m.startswith("verified")][0])
 """
 
 
+@pytest.mark.traces
 def test_a_module_defined_in_a_notebook_exports_loads_and_check_says_what_it_is(tmp_path):
     out = tmp_path / "scaled_norm.py"
     result = subprocess.run(
@@ -59,6 +60,7 @@ def test_a_module_defined_in_a_notebook_exports_loads_and_check_says_what_it_is(
     )
 
 
+@pytest.mark.traces
 def test_export_by_import_path_is_the_cli_export(tmp_path):
     import thunder_aot
 
@@ -88,6 +90,7 @@ def test_load_refuses_what_thunder_aot_did_not_generate(tmp_path):
         thunder_aot.export(3, SHAPES)
 
 
+@pytest.mark.traces
 def test_public_names():
     import thunder_aot
 
@@ -95,6 +98,7 @@ def test_public_names():
     assert callable(thunder_aot.export) and callable(thunder_aot.load)
 
 
+@pytest.mark.traces
 @pytest.mark.skipif(torch.cuda.is_available(), reason="auto means torch only without CUDA")
 def test_auto_backend_without_cuda_is_torch_and_the_header_names_it():
     result = run_cli("export", SOURCE, "--shapes", SHAPES)
@@ -103,6 +107,7 @@ def test_auto_backend_without_cuda_is_torch_and_the_header_names_it():
     assert "--backend torch" in result.stdout.splitlines()[1] and "verified:" in result.stderr
 
 
+@pytest.mark.traces
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
 def test_a_module_that_cannot_be_verified_here_is_not_written_unless_asked(tmp_path):
     out = tmp_path / "rms_nvfuser.py"
@@ -123,6 +128,7 @@ def test_a_module_that_cannot_be_verified_here_is_not_written_unless_asked(tmp_p
     )  # the header's command (with --no-verify) regenerates it
 
 
+@pytest.mark.traces
 def test_version_and_help_name_every_choice():
     from thunder_aot import __version__
 
@@ -153,6 +159,7 @@ def test_bench_names_sizes_outside_every_bucket():
     )
 
 
+@pytest.mark.traces
 def test_check_names_a_formatter_of_another_version_as_the_cause(tmp_path):
     """The header records the formatter's version; a file formatted by another black is reported as
     that, not as an unexplained diff."""

@@ -22,6 +22,7 @@ def test_points_cover_edges_and_powers_of_two():
     assert [(p.label, p.rows) for p in points_for(e, None)] == [("2x7x8", 14)]
 
 
+@pytest.mark.traces
 def test_bench_on_cpu_times_what_runs_and_says_what_it_skipped(tmp_path):
     out = tmp_path / "report"
     result = run_cli(
@@ -165,6 +166,7 @@ def test_schedule_sweep_names_kernels_the_generated_modules_define():
         assert any(ast.unparse(c.args[-2]) == str(n) for c in launches), (stem, n)
 
 
+@pytest.mark.traces
 def test_model_bench_on_cpu_checks_and_times_whole_forwards(tmp_path):
     """bench --model (issue 19) on CPU: the decoder layers exported whole and swapped in, every
     system's logits judged against eager's before timing; what needs CUDA is listed as skipped."""

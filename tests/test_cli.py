@@ -6,6 +6,9 @@ import pytest
 
 from tests.helpers import run_cli
 
+#: every test here exports (traces with Thunder) or builds a wheel
+pytestmark = pytest.mark.traces
+
 GOOD = "thunder_aot.examples.gpt_oss:rmsnorm"
 
 

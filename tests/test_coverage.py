@@ -13,6 +13,9 @@ from thunder_aot.shapes import parse_shapes
 from thunder_aot.verify import bucket_inputs, load_module_from_text
 from thunder_aot.verify.judge import check_call
 
+#: every test here exports (traces with Thunder) or builds a wheel
+pytestmark = pytest.mark.traces
+
 IDS = [source.split(":")[1] for source, _ in FULLY_FUSED]
 
 

@@ -26,6 +26,7 @@ def _load(stem: str, backend: str):
     )
 
 
+@pytest.mark.traces
 def test_generated_dir_is_current():
     """Golden files: regenerating every file under generated/ gives the same bytes."""
     result = run_cli("check", "generated")
@@ -117,6 +118,7 @@ def test_buckets_that_share_a_program_run_one_branch():
     assert text.count("if program == ") == 1 and text.count(" -> 0\n") == 4
 
 
+@pytest.mark.traces
 def test_exact_buckets_outside_a_range_share_one_program_over_their_sizes(tmp_path):
     """Exact buckets whose traces differ only in sizes get one program with a dim for the sizes
     that differ; the generated module still serves those shapes only."""
@@ -200,6 +202,7 @@ def test_nvfuser_module_structure(stem):
         assert ".record(" in text and "contiguity=contiguity([" in text
 
 
+@pytest.mark.traces
 def test_nvfuser_symbolic_mode_defines_minus_one_sizes():
     result = run_cli(
         "export",
@@ -221,6 +224,7 @@ def test_nvfuser_symbolic_mode_defines_minus_one_sizes():
     assert "(t16,) = fusion0.execute([hidden_states, t_weight])" in text
 
 
+@pytest.mark.traces
 @pytest.mark.parametrize(
     "mode,divisor",
     [
@@ -231,7 +235,7 @@ def test_nvfuser_symbolic_mode_defines_minus_one_sizes():
 def test_nvfuser_divides_a_mean_over_a_dynamic_dim_by_its_size_as_a_double(mode, divisor):
     """A mean over the dynamic dim traced 64.0 and 33.0 (SizeArg.real): the definition divides by the
     size made a Double scalar, recorded per size (specialize) or read from the input (symbolic). Its
-    numerics are a GPU test (tools/gpu_session.sh models51)."""
+    numerics are a GPU test (tools/gpu_suites.py sound)."""
     result = run_cli(
         "export",
         "tests.sound_modules:sequence_statistics",
@@ -247,6 +251,7 @@ def test_nvfuser_divides_a_mean_over_a_dynamic_dim_by_its_size_as_a_double(mode,
     assert f"fd.ops.reciprocal({divisor})" in result.stdout
 
 
+@pytest.mark.traces
 def test_unchecked_export_leaves_out_the_per_call_checks_and_says_so():
     shapes = "1x[1..2048]x2880:bf16"
     checked = run_cli(
@@ -281,6 +286,7 @@ def test_unchecked_export_leaves_out_the_per_call_checks_and_says_so():
     assert "raise no_bucket(_OWNER" in unchecked.stdout and "1 <= shape_0[1] <= 2048" in unchecked.stdout
 
 
+@pytest.mark.traces
 def test_nvfuser_legacy_frontend():
     result = run_cli(
         "export",
@@ -299,6 +305,7 @@ def test_nvfuser_legacy_frontend():
     assert 'frontend="legacy"' in text and "--nvfuser-frontend legacy" in text
 
 
+@pytest.mark.traces
 def test_fallback_option_runs_the_source_module_outside_every_bucket(tmp_path):
     out = tmp_path / "rms_fallback.py"
     result = run_cli(

@@ -19,7 +19,8 @@ from thunder_aot.verify import bucket_inputs, load_module_from_text
 from thunder_aot.verify.judge import check_call, check_chosen, check_outputs, judge, run_recording_choices
 
 ROOT = Path(__file__).resolve().parent.parent
-pytestmark = pytest.mark.gpu
+#: GPU tests (skipped without CUDA and nvFuser); most export on the GPU machine, so they trace
+pytestmark = [pytest.mark.gpu, pytest.mark.traces]
 
 
 def _load(stem: str, backend: str, name: str = ""):

@@ -16,7 +16,8 @@ from thunder_aot.exporter import ExportRequest, export
 from thunder_aot.verify import load_module_from_text
 from thunder_aot.verify.judge import check_chosen, check_outputs, run_recording_choices
 
-pytestmark = pytest.mark.gpu
+#: GPU tests (skipped without CUDA and nvFuser); most export on the GPU machine, so they trace
+pytestmark = [pytest.mark.gpu, pytest.mark.traces]
 pytest.importorskip("transformers")
 
 BACKENDS = ["nvfuser", "triton"]

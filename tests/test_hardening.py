@@ -3,7 +3,6 @@ an interrupted export leaves nothing behind."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -14,10 +13,13 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, python_env
 from thunder_aot.exporter.resolve import resolve_module
 from thunder_aot.verify import load_module_from_text
 from thunder_aot.verify.judge import check_call
+
+#: every test here exports (traces with Thunder) or builds a wheel
+pytestmark = pytest.mark.traces
 
 GEN = load_module_from_text((ROOT / "generated" / "rmsnorm_torch.py").read_text(), "hardening_rmsnorm")
 SOURCE = resolve_module("thunder_aot.examples.gpt_oss:rmsnorm")
@@ -56,12 +58,13 @@ def test_exact_buckets_serve_their_shapes_first():
             check_call(SOURCE, AOT, [x], f"exact {rows}")
 
 
+@pytest.mark.fresh_traces  # Ctrl-C lands while Thunder traces
 @pytest.mark.parametrize("delay", [0.0, 0.1, 0.2])
 def test_interrupted_export_leaves_no_file(tmp_path, delay):
     """Ctrl-C in the middle of tracing, at a few points: Thunder's interpreter wraps the interrupt in
     its own error, or swallows it; either way the export stops, says so, and writes nothing."""
     out = tmp_path / "never.py"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = python_env()
     proc = subprocess.Popen(
         [
             sys.executable,

@@ -65,6 +65,7 @@ def linear_then_dropout() -> nn.Module:
     return LinearThenDropout()
 
 
+@pytest.mark.traces
 def test_eval_mode_dropouts_leave_no_call_and_the_module_still_matches():
     from thunder_aot.exporter import ExportRequest, export
 

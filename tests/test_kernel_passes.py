@@ -135,6 +135,7 @@ def test_routing_bookkeeping_is_one_program_where_the_sort_fits(source, shapes, 
     assert "torch.sort(" in _code(_forward(_text(source, shapes, "torch")))
 
 
+@pytest.mark.traces
 def test_routing_matches_its_source_under_the_interpreter():
     """The routing program's outputs (offsets, counts, the rows put back by the inverse
     permutation) match the source at every bucket edge and inside, outputs poisoned."""

@@ -75,7 +75,7 @@ def test_a_models_layers_need_their_mask_for_eager_attention_and_sliding_windows
 
 def test_strided_rotary_tables_reach_the_kernels_contiguous_once_per_pair():
     """GPT-OSS's rotary embedding returns strided cos and sin (the generated kernels refused them on
-    the GPU machine: bench/results/models/s13_models6b/): they are made contiguous once for all the
+    the GPU machine at b3b7b31): they are made contiguous once for all the
     layers of a forward, and again after an in-place update."""
     from thunder_aot.layers import contiguous_rotary
 

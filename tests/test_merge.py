@@ -38,6 +38,7 @@ def _class(gen):
     return getattr(gen, gen.__all__[2])
 
 
+@pytest.mark.traces
 def test_projections_on_one_input_become_one_matmul_sharing_the_source_weights(tmp_path):
     torch.manual_seed(0)
     source = BiasedQkv()
@@ -69,6 +70,7 @@ def test_projections_on_one_input_become_one_matmul_sharing_the_source_weights(t
         check_outputs(source, [x], aot(x), "after in-place updates")
 
 
+@pytest.mark.traces
 def test_what_cannot_be_merged_stays_apart(tmp_path):
     torch.manual_seed(1)
     source = MixedProjections()
@@ -81,6 +83,7 @@ def test_what_cannot_be_merged_stays_apart(tmp_path):
         check_outputs(source, [x, y], aot(x, y), "S=6")
 
 
+@pytest.mark.traces
 def test_replaced_weights_are_merged_again(tmp_path):
     """load_state_dict (copying or assigning), .to() of the module or of its source (as a model's
     .to() after replace converts the layers it holds), a parameter replaced by hand: the module's
@@ -126,6 +129,7 @@ def test_replaced_weights_are_merged_again(tmp_path):
         assert built._merged_intact()
 
 
+@pytest.mark.traces
 def test_a_merged_module_pickles_and_its_copy_is_merged(tmp_path):
     import pickle
     import sys
@@ -144,6 +148,7 @@ def test_a_merged_module_pickles_and_its_copy_is_merged(tmp_path):
     assert again._merged_intact(), "the copy's parameters are views of its own merged tensor"
 
 
+@pytest.mark.traces
 def test_two_modules_built_from_one_source_share_its_merged_weights(tmp_path):
     from thunder_aot.examples.blocks import gated_mlp
 
@@ -163,6 +168,7 @@ def test_two_modules_built_from_one_source_share_its_merged_weights(tmp_path):
         check_outputs(source, [x], second(x), "second")
 
 
+@pytest.mark.traces
 def test_no_merge_projections_keeps_one_matmul_per_layer(tmp_path):
     torch.manual_seed(4)
     gen, text = _export(GATED, "[1..16]x256:fp32", tmp_path, merge_projections=False)
@@ -183,6 +189,7 @@ class _SharedWeight(torch.nn.Module):
         return torch.cat([torch.relu(self.a(x)), self.b(x)], -1).sum(-1) + self.a(y).sum(-1)
 
 
+@pytest.mark.traces
 def test_a_member_weight_read_elsewhere_keeps_its_other_calls(tmp_path):
     torch.manual_seed(5)
     source = _SharedWeight()
@@ -195,6 +202,7 @@ def test_a_member_weight_read_elsewhere_keeps_its_other_calls(tmp_path):
         check_outputs(source, [x, y], aot(x, y), "S=3")
 
 
+@pytest.mark.traces
 def test_merged_projections_trace_as_one_graph_and_read_the_members(tmp_path):
     """Under torch.compile(fullgraph=True) a merged module is one graph (dynamo cannot trace the
     data_ptr() tests of the members, so the traced program reads the members themselves): its

@@ -6,13 +6,12 @@ of the ones marked fused a kernel."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 import pytest
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, python_env
 from tests.op_zoo import ZOO
 
 #: every zoo module (or those named) exported with one backend in one process: a JSON line each
@@ -44,7 +43,7 @@ for name in sys.argv[2:] or ZOO:
 @pytest.mark.traces
 @pytest.mark.parametrize("backend", ["torch", "triton"])
 def test_every_zoo_module_exports_verified(backend):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TRITON_INTERPRET": "1" if backend == "triton" else "0"}
+    env = python_env(TRITON_INTERPRET="1" if backend == "triton" else "0")
     done = subprocess.run(
         [sys.executable, "-c", EXPORT_ALL, backend], cwd=ROOT, env=env, capture_output=True, text=True
     )

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from tests.examples import HF_SUBMODULES, TRITON_CALLS, TRITON_ONLY_SUBMODULES
-from tests.helpers import Logits, greedy_tokens
+from tests.helpers import ROOT, Logits, greedy_tokens, python_env
 from thunder_aot import replace
 from thunder_aot.errors import ExportError
 from thunder_aot.exporter import ExportRequest, build_program, export
@@ -18,6 +18,9 @@ from thunder_aot.exporter.lower import state_name
 from thunder_aot.model import TorchCall
 from thunder_aot.verify import load_module_from_text
 from thunder_aot.verify.judge import check_outputs
+
+#: every test here exports (traces with Thunder) or builds a wheel
+pytestmark = pytest.mark.traces
 
 pytest.importorskip("transformers")
 
@@ -58,14 +61,12 @@ def test_gpt_oss_layer_with_triton_kernels_verifies_under_the_interpreter(tmp_pa
     import subprocess
     import sys
 
-    from tests.helpers import ROOT
-
     pytest.importorskip("triton")
     source, shapes = (
         "thunder_aot.examples.hf:gpt_oss_small_decoder_layer",
         "1x[S=1..32]x256:bf16, 1x[S]x32:bf16, 1x[S]x32:bf16",
     )
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    env = python_env(TRITON_INTERPRET="1")
     out = tmp_path / "layer.py"
     done = subprocess.run(
         [
@@ -135,10 +136,8 @@ def test_moe_blocks_route_in_one_program_and_verify_under_the_interpreter(factor
     import subprocess
     import sys
 
-    from tests.helpers import ROOT
-
     pytest.importorskip("triton")
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    env = python_env(TRITON_INTERPRET="1")
     out = tmp_path / "block.py"
     done = subprocess.run(
         [
@@ -359,9 +358,7 @@ def test_kv_cache_layers_generate_transformers_tokens(backend, new_tokens):
             import subprocess
             import sys
 
-            from tests.helpers import ROOT
-
-            env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+            env = python_env(TRITON_INTERPRET="1")
             done = subprocess.run(
                 [
                     sys.executable,

@@ -12,13 +12,16 @@ import pytest
 import torch
 
 from tests.examples import EXPORTS
-from tests.helpers import ROOT, run_cli
+from tests.helpers import ROOT, python_env, run_cli
 from tests.sound_modules import CORRECT
 from thunder_aot.errors import ExportError
 from thunder_aot.exporter import ExportRequest, export
 from thunder_aot.exporter.resolve import resolve_module
 from thunder_aot.shapes import parse_shapes
 from thunder_aot.verify import load_module_from_text, verify
+
+#: every test here exports (traces with Thunder) or builds a wheel
+pytestmark = pytest.mark.traces
 
 SEEDS = range(20)
 
@@ -48,7 +51,7 @@ def test_correct_modules_export_under_20_of_20_seeds(source, shapes, backend):
     accurate); statistics over a dynamic dim (their divisor moved with the size); an adaptive
     LayerNorm (eager's overflow made NaN where float64 and the kernel have inf). Triton through its
     interpreter."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TRITON_INTERPRET": "1" if backend == "triton" else "0"}
+    env = python_env(TRITON_INTERPRET="1" if backend == "triton" else "0")
     result = subprocess.run(
         [sys.executable, "-c", SEEDED_VERIFY, source, shapes, backend],
         cwd=ROOT,

@@ -5,7 +5,6 @@ and writes every output element; and the kernels' structure."""
 from __future__ import annotations
 
 import ast
-import os
 import re
 import subprocess
 import sys
@@ -13,7 +12,7 @@ import sys
 import pytest
 
 from tests.examples import EXPORTS
-from tests.helpers import ROOT, interpreted_check, run_cli
+from tests.helpers import ROOT, interpreted_check, python_env, run_cli
 from tests.view_modules import KERNELS as VIEW_KERNELS
 from tests.view_modules import SOURCE_CALLS as VIEW_SOURCE_CALLS
 from thunder_aot.verify import load_module_from_text
@@ -38,6 +37,7 @@ LOOPED = {"vocab_softmax", "wide_rmsnorm"}
 TILED = {"gated_mlp", "rotary", "softmax"}
 
 
+@pytest.mark.traces
 @pytest.mark.parametrize("stem", IDS)
 def test_interpreted_kernels_match_source_and_write_every_element(stem):
     result = interpreted_check(stem)
@@ -323,7 +323,7 @@ for patched in (False, True):
     to_bf16_and_back[(1,)](x, y, N=4)
     print(patched, torch.equal(y, x.bfloat16().float()))
 """
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    env = python_env(TRITON_INTERPRET="1")
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split() == ["False", "False", "True", "True"]
@@ -352,7 +352,7 @@ with torch.no_grad():
         except ValueError as e:
             print(what, "|", e)
 """
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    env = python_env(TRITON_INTERPRET="1")
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
     lines = result.stdout.strip().splitlines()
@@ -400,6 +400,7 @@ def test_broadcast_rows_index_the_row_they_repeat(full, own):
     assert prog.broadcast_row(dims(full)) is None  # the full shape is a plain row
 
 
+@pytest.mark.traces
 def test_an_unchecked_triton_export_runs_and_matches_its_source_under_the_interpreter(tmp_path):
     """--unchecked leaves out the checks and the guard table; forward still sets _device (from
     eager_device) before the kernels launch. Export's verification runs it against the source."""
@@ -425,6 +426,7 @@ def test_an_unchecked_triton_export_runs_and_matches_its_source_under_the_interp
     assert forward.count("_device = eager_device(x)") == 1 and "_kernel[1](" in forward
 
 
+@pytest.mark.traces
 @pytest.mark.parametrize("source,shapes", VIEW_KERNELS, ids=[k[0].split(":")[1] for k in VIEW_KERNELS])
 def test_regions_with_views_inside_are_one_kernel_each(source, shapes):
     """Transposes, reshapes, expands, strided slices and cats inside a region (and a reduction under
@@ -438,6 +440,7 @@ def test_regions_with_views_inside_are_one_kernel_each(source, shapes):
     assert result.stdout.splitlines()[-1].startswith("ok ")
 
 
+@pytest.mark.traces
 def test_a_region_no_kernel_takes_runs_as_its_source_calls():
     """A softmax over a first dim longer than a tile's lanes: export names the region and what it runs
     as, the user's own calls (one softmax, not the dozen prims it decomposes into), and the module
@@ -458,6 +461,7 @@ def test_a_region_no_kernel_takes_runs_as_its_source_calls():
     assert "no kernel for convert_element_type, mul" in body  # the region's comment says what happened
 
 
+@pytest.mark.traces
 def test_a_region_of_independent_parts_is_a_kernel_per_group_of_them(monkeypatch):
     """DeepSeek-V3's latent RMSNorm beside its keys' and queries' rotary: Thunder forms one region of
     the three, which no one kernel computes (a reduction over one row, outputs of three shapes).
@@ -484,6 +488,7 @@ def test_a_region_of_independent_parts_is_a_kernel_per_group_of_them(monkeypatch
     assert regions_without_kernels(whole, get_backend("triton"))
 
 
+@pytest.mark.traces
 def test_a_tensor_filled_slice_by_slice_is_one_kernel():
     """An empty tensor filled by copies into slices of its last dim (DeepSeek-V3's keys, one piece
     through an expand) is a concatenation: one region (exporter.fill) that the regions computing the
@@ -506,6 +511,7 @@ def test_a_tensor_filled_slice_by_slice_is_one_kernel():
     assert {"torch.Tensor.new_empty", "torch.Tensor.copy_", "torch.Tensor.expand"} <= set(kept)
 
 
+@pytest.mark.traces
 def test_basic_indices_and_a_weights_transpose_are_no_torch_calls(monkeypatch):
     """Falcon's fused projection, ``(x * 2) @ weight.T`` split by ``[:-2]``, ``[[-2]]``, ``[[-1]]``
     (and integer indices, which Thunder fuses itself): the indices are slices inside the kernel that
@@ -571,6 +577,7 @@ def test_basic_index_reads_only_indices_a_slice_computes():
     assert [index(items, shape) for items, shape in refused] == [None] * len(refused)
 
 
+@pytest.mark.traces
 def test_a_part_no_kernel_takes_runs_as_its_part_of_the_source_calls():
     """A region of a column softmax (no kernel past 8192 rows) beside an RMSNorm of another input:
     the norm becomes a kernel, the softmax runs as its own source calls (not the norm's), and the
@@ -593,13 +600,14 @@ def test_a_part_no_kernel_takes_runs_as_its_part_of_the_source_calls():
     assert "torch.softmax(" in body and "torch.rsqrt(" not in body and "torch.mean(" not in body
 
 
+@pytest.mark.traces
 def test_a_row_reduction_wider_than_the_output_row_takes_whole_rows():
     """Attention sinks (a softmax over the scores and a sink column, the sink's column dropped): the
     lanes walk the dynamic key dim, one row per program, as wide as the output's row at the
     bucket's upper edge, and the reductions take the sink column in a tail of lanes past it (not
     2048 lanes, half of them idle, for a row of 1025); never one output element per row, which
     would reduce the whole row for each of its elements (quadratic in S: 300 ms at S=1024 in
-    GPT-OSS's layer, s15_models14)."""
+    GPT-OSS's layer, profiled at 7e67ed3)."""
     from thunder_aot.exporter import ExportRequest, export
 
     text = export(
@@ -645,6 +653,7 @@ def test_masks_are_sets_of_conditions_less_the_implied_ones():
     assert not _empty({"cols < S + 1", "cols >= S"}) and not _empty({"cols < S", "cols >= S - 1"})
 
 
+@pytest.mark.traces
 def test_a_region_whose_outputs_would_reduce_each_row_many_times_runs_as_its_source_calls():
     """Two outputs no lane dim serves (the rows, and their sums apart): one output element per row
     would reduce each row once per element (32 times), so the region runs as its source's calls,
@@ -658,6 +667,7 @@ def test_a_region_whose_outputs_would_reduce_each_row_many_times_runs_as_its_sou
     )
 
 
+@pytest.mark.traces
 @pytest.mark.parametrize("backend", ["triton", "nvfuser"])
 def test_a_region_can_use_the_definition_another_region_emits(backend):
     """Regions with the same definition (a layer's input norm in two programs) share one kernel: the
@@ -703,10 +713,8 @@ def test_the_interpreter_checks_that_every_masked_lane_is_inside_a_tensor_argume
     import subprocess
     import sys
 
-    from tests.helpers import ROOT
-
     pytest.importorskip("triton")
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    env = python_env(TRITON_INTERPRET="1")
     done = subprocess.run(
         [sys.executable, "-c", _OUT_OF_BOUNDS], env=env, capture_output=True, text=True, cwd=ROOT
     )
@@ -826,7 +834,7 @@ def test_torch_compile_can_copy_each_kernel_with_the_helpers_it_calls(stem):
     text plus the text of every @triton.jit global it calls, by the name the kernel calls it
     (torch._inductor.codegen.wrapper.user_defined_triton_kernel_transitive_closure_source_code).
     That file, imported alone, must define every global name its functions read; a helper bound to
-    another name (``nan_max = _nan_max_compiled``) was undefined there (s22_models39)."""
+    another name (``nan_max = _nan_max_compiled``) was undefined there (the GPU run at 618f597)."""
     import builtins
     import dis
 

@@ -11,6 +11,9 @@ import pytest
 
 from tests.helpers import ROOT
 
+#: every test here exports (traces with Thunder) or builds a wheel
+pytestmark = pytest.mark.traces
+
 
 @pytest.mark.slow
 def test_wheel_installs_and_exports(tmp_path):

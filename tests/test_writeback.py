@@ -19,6 +19,7 @@ def _export(module, shapes, tmp_path):
     return thunder_aot.load(out), text.split("\nclass ")[0]  # the code before the class: forward's steps
 
 
+@pytest.mark.traces
 @pytest.mark.parametrize(
     "module,copies", [(BiasAddInPlace, 0), (ViewedThenInPlace, "some")], ids=["fresh", "viewed"]
 )
@@ -36,6 +37,7 @@ def test_write_backs_into_fresh_tensors_are_dropped_and_observed_ones_kept(modul
         check_outputs(source, [x.clone()], aot(x.clone()), "S=5")
 
 
+@pytest.mark.traces
 def test_a_write_back_into_the_callers_tensor_stays(tmp_path):
     source = InPlaceOnInput()
     gen, code = _export(source, "[S=1..8]x16", tmp_path)

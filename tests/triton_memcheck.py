@@ -26,7 +26,7 @@ from tests.kernel_pass_modules import COPIES, GATHERS, JOINS, ROUTINGS, TOPKS, V
 
 #: the copies modules with a Triton kernel: sdpa_tail has none (only torch's sdpa, copy and linear),
 #: and the run that took it ended inside it, 18 errors in all, with a CUDA launch failure
-#: (bench/results/models/s18_models23/gpu_triton.log keeps the log's tail only, so which kernels is
+#: (the memcheck run at da6bd92 kept the log's tail only, so which kernels is
 #: not known; the modules after it were not reached)
 _COPY_KERNELS = [c for c in COPIES if c[2]]
 from thunder_aot.exporter.resolve import resolve_module  # noqa: E402

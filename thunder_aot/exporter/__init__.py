@@ -425,10 +425,17 @@ def split_at_edge(bucket: Bucket, env: dict[str, int]) -> list[Bucket] | None:
 
 
 def build_program(request: ExportRequest, progress: Progress) -> tuple[Program, torch.nn.Module, Backend]:
+    """The request's module, resolved and put where tracing reads it, traced into a program for its
+    backend (``trace_program``)."""
     backend = get_backend(
         request.backend, nvfuser_dynamic=request.nvfuser_dynamic, nvfuser_frontend=request.nvfuser_frontend
     )
-    buckets = parse_shapes(list(request.shapes))
+    module = module_to_trace(request, progress)
+    return trace_program(request, module, backend, progress), module, backend
+
+
+def module_to_trace(request: ExportRequest, progress: Progress) -> torch.nn.Module:
+    """The request's module in eval mode, on the CPU (a copy where its tensors are elsewhere)."""
     module = request.instance if request.instance is not None else resolve_module(request.source)
     module.eval()
     devices = {
@@ -444,6 +451,15 @@ def build_program(request: ExportRequest, progress: Progress) -> tuple[Program, 
     if devices:  # Thunder traces with CPU example inputs; the module itself is left where it is
         progress(f"the module's tensors are on {', '.join(sorted(devices))}: export traces a copy on the CPU")
         module = copy.deepcopy(module).cpu()
+    return module
+
+
+def trace_program(
+    request: ExportRequest, module: torch.nn.Module, backend: Backend, progress: Progress
+) -> Program:
+    """``module`` traced with Thunder at each of the request's buckets, lowered, generalised over
+    their dynamic sizes and put through the backend's passes."""
+    buckets = parse_shapes(list(request.shapes))
     input_names = forward_input_names(module, len(buckets[0].inputs))
     for b in buckets:
         if len(b.inputs) != len(input_names):
@@ -511,7 +527,7 @@ def build_program(request: ExportRequest, progress: Progress) -> tuple[Program, 
         programs, program_inputs, merged = merge_projections(programs, program_inputs)
         for m in merged:
             progress(f"merged projections: {', '.join(m.members)} -> one matmul on {m.key}")
-    program = Program(
+    return Program(
         source=request.source,
         class_name=type(module).__name__,
         inputs=tuple(program_inputs),
@@ -522,7 +538,6 @@ def build_program(request: ExportRequest, progress: Progress) -> tuple[Program, 
         attributes=tuple(sorted(attributes.items())),
         merged=merged,
     )
-    return program, module, backend
 
 
 def _kernel_passes(bp: BucketProgram, backend: Backend) -> BucketProgram:

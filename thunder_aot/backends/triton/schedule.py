@@ -11,19 +11,19 @@ MAX_BLOCK = 8192
 LOOP_BLOCK = 8192
 #: lanes one program of the persistent schedule works on: rows narrower than this are taken several
 #: to a program (rows per program = TILE_LANES // BLOCK, at most the bucket's rows); the best or
-#: tied best setting at every module of the sweep (bench/results/triton_tiles.md)
+#: tied best setting at every module of the sweep (tools/triton_tiles.py, at 71eed81)
 TILE_LANES = 1024
 #: a tiled index kernel computing more values than this per lane (assignments in its body) takes
 #: at most DENSE_LANES lanes per thread: GPT-OSS's sink softmax (24 to 50 values, rows of 1025 in
 #: 2048 lanes) ran 490 µs at 4 warps against 655 at 2 and 526 at 8 at S=1024, where rows of 2880
-#: with 15 to 20 values are fastest at 32 lanes per thread (bench/results/models/s17_warps)
+#: with 15 to 20 values are fastest at 32 lanes per thread (tools/warps_sweep.py, at 325c671)
 DENSE_VALUES = 20
 DENSE_LANES = 16
 #: warps of a flat kernel that only moves elements (a transposed copy): 5.6 µs at 8 warps against
-#: 15.2 at 4 for eager attention's output copy at S=1024 (s17_warps)
+#: 15.2 at 4 for eager attention's output copy at S=1024 (the same sweep)
 MOVE_WARPS = 8
 #: the most warps of a routing program, whose one program sorts up to MAX_BLOCK ids: the sort of
-#: 2048 ids took 24.7 µs at 16 warps against 56.1 at 4 (s17_warps)
+#: 2048 ids took 24.7 µs at 16 warps against 56.1 at 4 (the same sweep)
 ROUTING_WARPS = 16
 
 
@@ -69,10 +69,10 @@ def schedule(n: int, max_rows: int | None = None) -> Schedule:
     wider rows take one program each. A row wider than MAX_BLOCK is walked in chunks of LOOP_BLOCK
     (looped: each reduction and the output take one pass over the row), one row per program.
 
-    From sweeps on the H200. Rows per program (bench/results/triton_tiles.md): 1024-lane tiles run
+    From sweeps on the H200. Rows per program (tools/triton_tiles.py, at 71eed81): 1024-lane tiles run
     262144 rotary rows of 64 in 24 µs against 163 µs at one row per program, and 65536 rows of 256
     in 30 µs against 45 µs; larger tiles are slower (a 1024-wide softmax: 61 µs at one row, 79 µs
-    at four). num_warps (bench/results/triton_schedule.md): persistent, about 32 lanes of the
+    at four). num_warps (tools/triton_schedule.py, at 093551b): persistent, about 32 lanes of the
     program's tile per thread, 1 to 8 warps (a 2880-wide row: BLOCK 4096 and 4 warps reach 97% of a
     device-to-device copy's bandwidth at 65536 rows, against 79% with 16 warps); looped, chunks of
     8192 lanes with 16 warps (the best of 2048/4096/8192 x 4/8/16 for rows of 16384 and 32000)."""
