@@ -1,5 +1,6 @@
 # Contributor tooling (not part of thunder-aot): where the cold-start bench's shared part goes, the
-# Llama-1B-shaped causal LM's imports and build step by step on the GPU machine (bench/results/models, s16).
+# Llama-1B-shaped causal LM's imports and build step by step on the GPU machine (the `cold` suite of
+# tools/gpu_suites.py runs it after the cold-start bench).
 # Usage: . .gpu/env.sh && python3 tools/build_time.py
 import time
 

@@ -1,7 +1,7 @@
 """Wall time of ``thunder-aot --help`` and ``thunder-aot export --help`` in fresh processes: median of
 5 each (the CLI imports nothing heavy before it parses). No test times this: a benchmark, run by hand.
 
-    python3 tools/cli_help_time.py --out bench/results/cli_help.md
+    python3 tools/cli_help_time.py --out OUT.md
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Why is our FusionDefinition slower per call than Thunder's for the same program? Print Thunder's
 definition next to ours and time both, interleaved, on the same inputs.
 
-    . .gpu/env.sh && python3 tools/fd_compare.py --out bench/results/fd_compare.md
+    . .gpu/env.sh && python3 tools/fd_compare.py --out OUT.md
 """
 
 from __future__ import annotations

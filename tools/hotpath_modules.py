@@ -1,7 +1,7 @@
 """Where each generated Triton module's per-call time goes beyond its bare launch, module by module
 (µs per call, median of interleaved rounds, one bucket point each, gradients off):
 
-    . .gpu/env.sh && python3 tools/hotpath_modules.py [--rounds 5] [--out bench/results/hotpath_modules.md]
+    . .gpu/env.sh && python3 tools/hotpath_modules.py [--rounds 5] [--out OUT.md]
 
 Columns: the bare ``CompiledKernel.run`` into preallocated outputs with tensors (what the bench
 tables call "bare launch"), the same with the tensors' addresses as ints (Triton's launcher then
@@ -18,10 +18,10 @@ import statistics
 from pathlib import Path
 
 import torch
-from thunder_aot.resolve import resolve_module
 
 from thunder_aot.bench import bare_launches, interleaved_times, points_for, print_table
 from thunder_aot.cli import regenerate_command
+from thunder_aot.exporter.resolve import resolve_module
 from thunder_aot.shapes import parse_shapes
 from thunder_aot.verify import load_module_from_text, random_inputs
 

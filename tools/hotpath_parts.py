@@ -1,7 +1,7 @@
 """What each Python step of the Triton module's hot path costs on this host, one at a time (µs per
 call, median of interleaved rounds): the pieces a generated ``forward`` is made of.
 
-    . .gpu/env.sh && python3 tools/hotpath_parts.py [--rounds 5] [--out bench/results/hotpath_parts.md]
+    . .gpu/env.sh && python3 tools/hotpath_parts.py [--rounds 5] [--out OUT.md]
 """
 
 from __future__ import annotations

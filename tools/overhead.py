@@ -1,7 +1,7 @@
 """Hot-path cost of each layer around the bare kernel call, A/B in one run, for the nvFuser and
 Triton modules of the seed's RMSNorm.
 
-    . .gpu/env.sh && python3 tools/overhead.py [--rounds 5] [--out bench/results/overhead.md]
+    . .gpu/env.sh && python3 tools/overhead.py [--rounds 5] [--out OUT.md]
 
 Layers, innermost first (Triton: also the bare run plus the output's allocation, and the C launch
 function with int pointers that the module calls, alone, and the floor: a hand-written call that

@@ -2,7 +2,7 @@
 
 Run on a CUDA machine with nvFuser (see docs/contributing.md, "GPU tests and benchmarks"):
 
-    python3 tools/seed_table.py --out bench/results/seed_rmsnorm
+    python3 tools/seed_table.py --out OUT     # writes OUT.md and OUT.json
 
 Per call, host + device, torch.utils.benchmark's blocked_autorange with one CPU thread, as in the
 seed; median of --rounds interleaved rounds. Every system's output is compared with eager before

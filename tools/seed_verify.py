@@ -7,9 +7,9 @@ proves current) and then verified under seeds 0..19 exactly as ``export`` verifi
 false refusal here: every module in these sets is correct.
 
     python3 tools/seed_verify.py --device cuda --backends nvfuser,triton \
-        --out bench/results/sound/gpu.md
+        --out gpu.md
     TRITON_INTERPRET=1 python3 tools/seed_verify.py --device cpu --backends torch,triton \
-        --out bench/results/sound/cpu.md
+        --out cpu.md
 
 Sets: ``generated`` (the bundled examples), ``hf`` (transformers' own submodules,
 tests.examples.HF_SUBMODULES), ``sound`` (tests.sound_modules.CORRECT, the modules once refused on

@@ -1,6 +1,6 @@
 """num_warps / BLOCK sweep for the generated Triton kernels (how thunder-aot's schedule() was chosen).
 
-    . .gpu/env.sh && python3 tools/triton_schedule.py [--out bench/results/triton_schedule.md]
+    . .gpu/env.sh && python3 tools/triton_schedule.py [--out OUT.md]
 
 Device time (triton.testing.do_bench, median) of the kernels in generated/rmsnorm_triton.py
 (persistent, 2880-wide rows) and generated/{wide_rmsnorm,vocab_softmax}_triton.py (looped), launched

@@ -1,6 +1,6 @@
 """Rows per program sweep for the persistent Triton schedule (how thunder-aot's TILE_LANES was chosen).
 
-    . .gpu/env.sh && python3 tools/triton_tiles.py [--out bench/results/triton_tiles.md]
+    . .gpu/env.sh && python3 tools/triton_tiles.py [--out OUT.md]
 
 Each bundled module with narrow rows is exported once per TILE_LANES setting (rows per program =
 TILE_LANES // BLOCK; a setting at or below BLOCK gives one row per program, the schedule before
@@ -15,11 +15,11 @@ import argparse
 
 import torch
 import triton.testing
-from thunder_aot.resolve import resolve_module
 
 import thunder_aot.backends.triton as triton_backend
 from thunder_aot.bench import bare_launches, copy_bandwidth_gb_per_s, io_bytes, print_table
 from thunder_aot.exporter import ExportRequest, export
+from thunder_aot.exporter.resolve import resolve_module
 from thunder_aot.verify import load_module_from_text
 from thunder_aot.verify.judge import check_call
 
