@@ -47,7 +47,7 @@ def compare_at_every_bucket(
     inputs at every bucket's edges and inside (``shapes``: the export's spec), ``aot``'s outputs
     poisoned, and compare. Returns the number of calls and each bucket's last inputs."""
     from thunder_aot.shapes import parse_shapes
-    from thunder_aot.verify import bucket_inputs, nonfinite_inputs
+    from thunder_aot.verify import bucket_inputs, nonfinite_calls
     from thunder_aot.verify.judge import check_chosen, run_recording_choices
 
     generator = torch.Generator().manual_seed(torch.seed() >> 1)
@@ -56,8 +56,10 @@ def compare_at_every_bucket(
         for bucket in parse_shapes(shapes):
             sampled = list(bucket_inputs(bucket, device, generator))
             last_env, last_inputs = sampled[-1]
-            nonfinite = ({**last_env, "non-finite": True}, nonfinite_inputs(last_inputs, generator))
-            for env, inputs in [*sampled, nonfinite]:
+            nonfinite = [
+                ({**last_env, "non-finite": kind}, xs) for kind, xs in nonfinite_calls(last_inputs, generator)
+            ]
+            for env, inputs in [*sampled, *nonfinite]:
                 with poisoned_outputs(gen):
                     got, picks = run_recording_choices(aot, inputs)
                 check_chosen(module, inputs, got, picks, f"{label} at {env}")

@@ -31,8 +31,8 @@ for name in sys.argv[2:] or ZOO:
         for p in module.parameters():
             p.normal_()
     messages = []
-    try:  # one verification seed: whether log_softmax's region is given up depends on where +inf lands
-        export(module, shapes, backend=backend, progress=messages.append, verify_seed=0)
+    try:  # a fresh verification seed each run (a refusal names it)
+        export(module, shapes, backend=backend, progress=messages.append)
         error = None
     except Exception as e:
         error = f"{type(e).__name__}: {e}"

@@ -301,14 +301,16 @@ def test_traces_that_differ_in_value_names_alone_generalize_and_other_structure_
         generalize([first, broken], envs)
 
 
-def test_a_region_verification_refuses_as_decomposed_runs_as_its_source_calls():
+@pytest.mark.parametrize("seed", [0, 5, 6, 13])
+def test_a_region_verification_refuses_as_decomposed_runs_as_its_source_calls(seed):
     """log_softmax's decomposition differs from eager on a row holding +inf: export keeps the user's
-    own call for that region, says so with the refusal, and the module is eager's there. (Verification
-    seed 0 puts +inf in a row without NaN, as most seeds do; seeds 5 and 6 do not.)"""
+    own call for that region, says so with the refusal, and the module is eager's there. Whatever the
+    verification seed: +inf stands alone in a row in one of verification's calls (seeds 5 and 6 once
+    put it only in rows that also held NaN, and the region was not given up)."""
     messages: list[str] = []
     text = export(
         ExportRequest(
-            "tests.sound_modules:log_softmax", ("[1..16]x64:bf16",), backend="torch", verify_seed=0
+            "tests.sound_modules:log_softmax", ("[1..16]x64:bf16",), backend="torch", verify_seed=seed
         ),
         progress=messages.append,
     )

@@ -92,9 +92,9 @@ def bucket_inputs(
 
 
 def nonfinite_inputs(inputs: list[torch.Tensor], generator: torch.Generator) -> list[torch.Tensor]:
-    """The same inputs with NaN, +inf and -inf at a few seeded positions of every floating input
-    (and, for float32/float64 inputs, large magnitudes): what eager propagates, the generated
-    module must propagate the same way."""
+    """The same inputs with NaN, +inf and -inf mixed at a few seeded positions of every floating
+    input (and, for float32/float64 inputs, large magnitudes): values of several kinds meeting in a
+    row, where the seed puts them."""
     specials = [float("nan"), float("inf"), float("-inf")]
     out = []
     for t in inputs:
@@ -110,6 +110,45 @@ def nonfinite_inputs(inputs: list[torch.Tensor], generator: torch.Generator) -> 
         )
         out.append(flat.reshape(t.shape))
     return out
+
+
+def _in_every_row_and_column(t: torch.Tensor, values: tuple[float, ...]) -> torch.Tensor:
+    """``t`` with ``values`` (taken in turn) at one position of each of its rows (last dim) and each
+    of its columns at least: positions ``(i mod rows, i mod columns)``."""
+    if not t.is_floating_point() or not t.numel():
+        return t
+    rows = t.detach().clone().reshape(-1, t.shape[-1]) if t.ndim else t.detach().clone().reshape(1, 1)
+    count = max(rows.shape)
+    index = torch.arange(count, device=rows.device)
+    fill = torch.tensor(values, dtype=rows.dtype).repeat(count // len(values) + 1)[:count].to(rows.device)
+    rows[index % rows.shape[0], index % rows.shape[1]] = fill
+    return rows.reshape(t.shape)
+
+
+#: the non-finite (and, for float32/float64 inputs, huge) values verification places in every row
+#: and column of every floating input, one kind per call: whatever the seed, a kernel that drops a
+#: NaN at a row's tail lane or an infinity in a column is caught
+EVERYWHERE = {
+    "NaN": (float("nan"),),
+    "+inf": (float("inf"),),
+    "-inf": (float("-inf"),),
+    "±1e20": (1e20, -1e20),
+}
+
+
+def nonfinite_calls(
+    inputs: list[torch.Tensor], generator: torch.Generator
+) -> list[tuple[str, list[torch.Tensor]]]:
+    """The calls verification adds to a bucket's last inputs: each kind of :data:`EVERYWHERE` in
+    every row and column (the huge values only where an input is float32 or float64), then the
+    kinds mixed at seeded positions (:func:`nonfinite_inputs`)."""
+    wide = any(t.dtype in (torch.float32, torch.float64) for t in inputs)
+    calls = [
+        (kind, [_in_every_row_and_column(t, values) for t in inputs])
+        for kind, values in EVERYWHERE.items()
+        if wide or kind != "±1e20"
+    ]
+    return [*calls, ("mixed", nonfinite_inputs(inputs, generator))]
 
 
 def new_seed() -> int:
@@ -154,7 +193,9 @@ def verify(
             for bucket in buckets:
                 calls = list(bucket_inputs(bucket, device, generator))
                 env, inputs = calls[-1]
-                calls.append(({**env, "non-finite": True}, nonfinite_inputs(inputs, generator)))
+                calls += [
+                    ({**env, "non-finite": kind}, xs) for kind, xs in nonfinite_calls(inputs, generator)
+                ]
                 for env, inputs in calls:
                     where = f"bucket {bucket_label(bucket)} at {env or 'its shape'}"
                     expected, eager_choices = run_recording_choices(source, inputs)
