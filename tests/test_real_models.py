@@ -30,8 +30,9 @@ pytest.importorskip("transformers")
 )
 def test_export_matches_eager_and_fuses_all_but_matmuls_and_views(source, shapes, unfused):
     """transformers' norms, MLP, rotary and decoder layers: the torch backend's module verifies (no
-    false refusal under any of 20 seeds: tests.test_sound_export, one export for both), and with
-    nvFuser's claims only matmuls and views stay torch calls."""
+    false refusal under any of 20 seeds: tests.test_sound_export, one export for both). With
+    nvFuser's claims only matmuls and views stay torch calls: tests/test_gpu_models.py holds the
+    nvFuser export to that where it runs (here it cost a third trace of each layer)."""
     from tests.test_sound_export import refusals
 
     messages: list[str] = []
@@ -40,12 +41,8 @@ def test_export_matches_eager_and_fuses_all_but_matmuls_and_views(source, shapes
     assert not [m for m in messages if "verification refused" in m], messages  # Thunder's prims as they are
     refused = refusals(text, source, shapes)
     assert not refused, refused[:3]
-    program, _, _ = build_program(
-        ExportRequest(source, (shapes,), backend="nvfuser"), progress=lambda m: None
-    )
+    program, _, _ = build_program(ExportRequest(source, (shapes,), backend="torch"), progress=lambda m: None)
     for bucket in program.programs:
-        calls = {s.target for s in bucket.steps if isinstance(s, TorchCall)}
-        assert calls <= unfused, calls - unfused
         assert len(bucket.steps) > len([s for s in bucket.steps if isinstance(s, TorchCall)])
     # parameters and buffers are named for their state_dict keys (GPT-OSS's experts came out as
     # "weight" and "selected_weights", Thunder's names of the locals that held them)
