@@ -34,7 +34,7 @@ NO_THUNDER = ROOT / "tests" / "no_thunder"
 MAY_TRACE = "THUNDER_AOT_TESTS_MAY_TRACE"
 #: the exporter's entries into Thunder's tracing
 TRACING_ENTRIES = ("trace_module", "size_conditions")
-TRACE_MODULE = "thunder_aot.exporter.trace"
+TRACE_MODULE = "thunder_aot.frontend.trace"
 #: the export cache's folder for this run (tests/export_cache.py)
 EXPORTS = pytest.StashKey[str]()
 

@@ -104,7 +104,7 @@ HF_SUBMODULES = [
             "torch.reshape",
             "torch.Tensor.contiguous",
             "torch.permute",
-        },  # (exporter.views: the key's transpose read as a view by the matmul)
+        },  # (passes.transposed_outputs_as_views: the key's transpose read as a view by the matmul)
     ),
     *[
         (f"thunder_aot.examples.hf:{name}", "1x[S=1..64]x256, 1x[S]x64, 1x[S]x64", _LAYER_CALLS)
@@ -121,7 +121,7 @@ HF_SUBMODULES = [
         _LAYER_CALLS,
     ),
     (  # the MoE's routing (topk, sort, histc, cumsum, gathers, index_put) stays torch calls; its in-place
-        # ops' write-backs (copy_) into fresh tensors are dropped (exporter.writeback)
+        # ops' write-backs (copy_) into fresh tensors are dropped (passes.drop_unobserved_write_backs)
         "thunder_aot.examples.hf:gpt_oss_small_decoder_layer",
         "1x[S=1..32]x256:bf16, 1x[S]x32:bf16, 1x[S]x32:bf16",
         {
@@ -169,7 +169,7 @@ HF_SUBMODULES = [
         },
     ),
     # more families: Cohere's and T5's norms, Starcoder2's MLP (its eval-mode dropout leaves no call:
-    # exporter.identity), and layers with a partial rotary (GPT-NeoX), whole-projection q/k norms
+    # passes.drop_identity_calls), and layers with a partial rotary (GPT-NeoX), whole-projection q/k norms
     # (OLMo 2), config multipliers (Granite), per-head LayerNorms and interleaved rotary (Cohere)
     ("thunder_aot.examples.hf:cohere_layernorm", "1x[1..64]x256:bf16", set()),
     ("thunder_aot.examples.hf:t5_layernorm", "1x[1..64]x256:bf16", set()),
@@ -211,8 +211,9 @@ HF_SUBMODULES = [
         },
     ),
     # Falcon's linear layers multiply by the weight's transpose (input @ weight.T: a view, no copy of
-    # the weight: exporter.views) and its fused projection is split by basic and one-position list
-    # indices (kernels load them: exporter.slices; nvFuser leaves them to torch)
+    # the weight: passes.transposed_outputs_as_views) and its fused projection is split by basic and
+    # one-position list
+    # indices (kernels load them: passes.move_slices_into_kernels; nvFuser leaves them to torch)
     (
         "thunder_aot.examples.hf:falcon_decoder_layer",
         "1x[S=1..64]x256, 1x[S]x64, 1x[S]x64",

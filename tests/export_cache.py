@@ -1,4 +1,4 @@
-"""One trace per program in a test run: ``thunder_aot.exporter.trace_program`` (Thunder's tracing,
+"""One trace per program in a test run: ``thunder_aot.pipeline.trace_program`` (Thunder's tracing,
 lowering and the passes: nearly all of an export's time) memoised on disk for the tests.
 
 Keyed by what the program depends on: the request's source, shapes, backend and options, and a hash
@@ -123,6 +123,6 @@ def _install(exporter) -> None:
 
 
 def install_on_import() -> None:
-    """Memoise ``thunder_aot.exporter.trace_program`` in this process once it is imported
+    """Memoise ``thunder_aot.pipeline.trace_program`` in this process once it is imported
     (``build_program`` and ``export`` look it up at each call)."""
-    after_import("thunder_aot.exporter", _install)
+    after_import("thunder_aot.pipeline", _install)

@@ -37,7 +37,7 @@ def main(stem: str, backend: str, *simulated: str) -> int:
         import thunder_aot
         from tests.examples import EXPORTS
         from tests.helpers import compare_at_every_bucket
-        from thunder_aot.exporter.resolve import resolve_module
+        from thunder_aot.frontend.resolve import resolve_module
 
         if device == "cpu":
             from thunder_aot.backends.triton import interpreter_rounds_like_the_gpu

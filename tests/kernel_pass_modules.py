@@ -1,5 +1,6 @@
 """Modules with gathers (``x[idx]`` by an integer index tensor) that regions read, for
-exporter.gather and exporter.join: the Triton backend loads through the index inside the reader's
+passes.move_gathers_into_kernels and passes.join_regions: the Triton backend loads through the index inside
+the reader's
 kernel. Their sorts sort exact keys (a row's maximum, a column), never sums: a kernel's sum may
 round otherwise than eager's and reorder two rows whose sums nearly tie."""
 
@@ -107,7 +108,7 @@ class IndexThenGather(nn.Module):
 
 class InPlaceBiasThenAct(nn.Module):
     """transformers' experts' ``out.add_(bias)`` then the activation: once the write-back is gone
-    (exporter.writeback), the bias add and the activation join."""
+    (passes.drop_unobserved_write_backs), the bias add and the activation join."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -234,7 +235,7 @@ class EagerAttentionTail(nn.Module):
 
 class CopyIntoNorm(nn.Module):
     """A matmul's result permuted and copied, then normalized: the copy's region joins the norm's
-    (exporter.join), so no kernel copies it on its own."""
+    (passes.join_regions), so no kernel copies it on its own."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -273,7 +274,7 @@ def sdpa_tail() -> SdpaTail:
 
 _HEADS = "1x2x[S=1..24]x32"
 _SAME = "1x2x[S]x32"
-#: (import path, shapes, kernels, torch calls the Triton module keeps): exporter.copies
+#: (import path, shapes, kernels, torch calls the Triton module keeps): passes.copies_as_kernels
 COPIES = [
     (
         "tests.kernel_pass_modules:eager_attention_tail",
@@ -322,7 +323,7 @@ def rotary_scores_and_keys() -> RotaryScores:
 
 
 _QK = "1x2x[S=1..24]x32"
-#: (import path, shapes, whether the rotated keys are also returned): exporter.views
+#: (import path, shapes, whether the rotated keys are also returned): passes.transposed_outputs_as_views
 VIEWS = [
     (
         "tests.kernel_pass_modules:rotary_scores",
@@ -371,7 +372,7 @@ def router_returning_picks() -> Router:
     return Router(returns_picks=True)
 
 
-#: (import path, shapes, whether the top-k is a kernel): exporter.topk (a module that returns its
+#: (import path, shapes, whether the top-k is a kernel): passes.topk_as_regions (a module that returns its
 #: picks keeps torch's, whose order among ties is its own)
 TOPKS = [
     ("tests.kernel_pass_modules:router", "[S=1..40]x32:bf16", True),

@@ -163,7 +163,7 @@ def test_bench_names_sizes_outside_every_bucket():
 def test_check_names_a_formatter_of_another_version_as_the_cause(tmp_path):
     """The header records the formatter's version; a file formatted by another black is reported as
     that, not as an unexplained diff."""
-    from thunder_aot.exporter import versions
+    from thunder_aot.codegen.header import versions
 
     out = tmp_path / "rms.py"
     assert (

@@ -295,7 +295,7 @@ def test_model_bench_judges_a_system_by_the_picks_it_made():
     fail; picks that are no top-k of the input fail either way."""
     import copy
 
-    from thunder_aot.bench.models import judge_with_picks
+    from thunder_aot.bench.model_bench import judge_with_picks
     from thunder_aot.errors import ExportError
     from thunder_aot.verify.judge import judge, run64_choosing, run_choosing, run_recording_choices
 

@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from tests.examples import FULLY_FUSED
-from thunder_aot.exporter import ExportRequest, build_program, export
-from thunder_aot.model import Region, TorchCall
+from thunder_aot.ir import Region, TorchCall
+from thunder_aot.pipeline import build_program, export
+from thunder_aot.request import ExportRequest
 from thunder_aot.shapes import parse_shapes
 from thunder_aot.verify import bucket_inputs, load_module_from_text
 from thunder_aot.verify.judge import check_call
@@ -31,7 +32,7 @@ def test_every_op_is_fused(source, shapes, backend):
 
 @pytest.mark.parametrize("source,shapes", FULLY_FUSED, ids=IDS)
 def test_torch_backend_numerics(source, shapes):
-    from thunder_aot.exporter.resolve import resolve_module
+    from thunder_aot.frontend.resolve import resolve_module
 
     text = export(ExportRequest(source, (shapes,), backend="torch"), verify=False)
     module = resolve_module(source).eval()

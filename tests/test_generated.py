@@ -12,7 +12,7 @@ import torch
 
 from tests.examples import BACKENDS, EXPORTS
 from tests.helpers import ROOT, run_cli
-from thunder_aot.exporter.resolve import resolve_module
+from thunder_aot.frontend.resolve import resolve_module
 from thunder_aot.shapes import parse_shapes
 from thunder_aot.verify import bucket_inputs, load_module_from_text
 from thunder_aot.verify.judge import check_call, judge, upcast64

@@ -13,7 +13,7 @@ from tests.helpers import compare_at_every_bucket
 from tests.kernel_pass_modules import COPIES, GATHERS, JOINS, ROUTINGS, TOPKS, VIEWS
 from tests.view_modules import KERNELS as VIEW_KERNELS
 from tests.view_modules import SOURCE_CALLS as VIEW_SOURCE_CALLS
-from thunder_aot.exporter.resolve import resolve_module
+from thunder_aot.frontend.resolve import resolve_module
 from thunder_aot.shapes import parse_shapes
 from thunder_aot.verify import bucket_inputs, load_module_from_text
 from thunder_aot.verify.judge import check_call, check_chosen, check_outputs, judge, run_recording_choices
@@ -124,7 +124,8 @@ def test_triton_regions_with_views_on_the_gpu(source, shapes):
     tests/kernel_pass_modules.py) and a region run as its source's calls: compiled for the GPU, every
     output element written, equal to the source at every bucket's edges and inside (non-finite inputs
     included), and in a CUDA graph."""
-    from thunder_aot.exporter import ExportRequest, export
+    from thunder_aot.pipeline import export
+    from thunder_aot.request import ExportRequest
 
     messages: list[str] = []
     text = export(ExportRequest(source, (shapes,), backend="triton"), progress=messages.append)
@@ -390,7 +391,7 @@ import json, sys, time
 import torch
 t0 = time.perf_counter()
 from tests.test_gpu import _load
-from thunder_aot.exporter.resolve import resolve_module
+from thunder_aot.frontend.resolve import resolve_module
 from thunder_aot.verify.judge import check_outputs
 source = resolve_module("thunder_aot.examples.gpt_oss:rmsnorm").eval().cuda()
 module = _load("rmsnorm", "nvfuser").GptOssRMSNorm.from_module(source)

@@ -98,7 +98,8 @@ def test_decoder_layers_replayed_from_graphs_keep_a_models_logits(backend):
 
     from tests.helpers import Logits
     from thunder_aot.examples.hf import tiny_llama
-    from thunder_aot.exporter import ExportRequest, export
+    from thunder_aot.pipeline import export
+    from thunder_aot.request import ExportRequest
 
     text = export(
         ExportRequest(
@@ -130,7 +131,8 @@ def test_kv_cache_layers_generate_transformers_tokens_on_the_gpu(backend):
 
     from tests.examples import LLAMA_CACHE_SHAPES
     from thunder_aot.examples.hf import tiny_llama
-    from thunder_aot.exporter import ExportRequest, export
+    from thunder_aot.pipeline import export
+    from thunder_aot.request import ExportRequest
 
     messages: list[str] = []
     text = export(

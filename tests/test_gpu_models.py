@@ -12,7 +12,8 @@ import torch
 from tests.examples import HF_SUBMODULES
 from tests.helpers import Logits
 from thunder_aot import replace
-from thunder_aot.exporter import ExportRequest, export
+from thunder_aot.pipeline import export
+from thunder_aot.request import ExportRequest
 from thunder_aot.verify import load_module_from_text
 from thunder_aot.verify.judge import check_chosen, check_outputs, run_recording_choices
 

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.helpers import ROOT, python_env
-from thunder_aot.exporter.resolve import resolve_module
+from thunder_aot.frontend.resolve import resolve_module
 from thunder_aot.verify import load_module_from_text
 from thunder_aot.verify.judge import check_call
 
@@ -100,7 +100,7 @@ def test_interrupted_export_leaves_no_file(tmp_path, delay):
 
 def test_an_interrupt_that_was_swallowed_still_stops_the_command(capsys):
     from thunder_aot import cli
-    from thunder_aot.exporter.trace import _caused_by_interrupt
+    from thunder_aot.frontend.trace import _caused_by_interrupt
 
     cli._INTERRUPTED.clear()
     try:

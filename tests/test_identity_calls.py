@@ -1,4 +1,4 @@
-"""The identity-call pass (exporter.identity): torch calls that return their input at the recorded
+"""The identity-call pass (passes.drop_identity_calls): torch calls that return their input at the recorded
 arguments (eval-mode dropout) are dropped, their readers take the input; other calls stay."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from thunder_aot.exporter.identity import returns_its_input
-from thunder_aot.model import Const, Ref, TensorSpec, TorchCall, Value
+from thunder_aot.ir import Const, Ref, TensorSpec, TorchCall, Value
+from thunder_aot.passes.drop_identity_calls import returns_its_input
 from thunder_aot.verify import load_module_from_text
 from thunder_aot.verify.judge import check_outputs
 
@@ -67,7 +67,8 @@ def linear_then_dropout() -> nn.Module:
 
 @pytest.mark.traces
 def test_eval_mode_dropouts_leave_no_call_and_the_module_still_matches():
-    from thunder_aot.exporter import ExportRequest, export
+    from thunder_aot.pipeline import export
+    from thunder_aot.request import ExportRequest
 
     text = export(
         ExportRequest("tests.test_identity_calls:linear_then_dropout", ("[S=1..8]x16",), backend="torch"),

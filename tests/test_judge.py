@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from thunder_aot.errors import ExportError
-from thunder_aot.exporter.resolve import resolve_module
+from thunder_aot.frontend.resolve import resolve_module
 from thunder_aot.verify.judge import judge_output, reference64, run64, run_recording_choices
 
 

@@ -1,7 +1,8 @@
-"""The passes the Triton backend's kernels decide: gathers into kernels (exporter.gather: ``x[idx]``
+"""The passes the Triton backend's kernels decide: gathers into kernels (passes.move_gathers_into_kernels:
+``x[idx]``
 that only regions read becomes a ``take`` in each of them, one kernel less per gather), joined
-regions (exporter.join: a region into the region that first reads it, where one kernel does both)
-and copies (exporter.copies: a copy of a permuted view a kernel, calls that copy nothing dropped);
+regions (passes.join_regions: a region into the region that first reads it, where one kernel does both)
+and copies (passes.copies_as_kernels: a copy of a permuted view a kernel, calls that copy nothing dropped);
 the modules still compute what their sources do (under Triton's interpreter, outputs poisoned, at
 every bucket's edges and inside, non-finite inputs included)."""
 
@@ -15,8 +16,8 @@ import torch
 from tests.helpers import interpreted_check
 from tests.kernel_pass_modules import COPIES, GATHERS, JOINS, ROUTINGS, TOPKS, VIEWS
 from thunder_aot.backends.torch import TORCH_PRIMS, OpContext
-from thunder_aot.exporter.gather import take_op
-from thunder_aot.model import TensorSpec, Value
+from thunder_aot.ir import TensorSpec, Value
+from thunder_aot.passes.move_gathers_into_kernels import take_op
 
 IDS = [g[0].split(":")[1] for g in GATHERS]
 #: a gather left to torch: ``x[idx]`` by a tensor (not ``x[(slice(...), 0)]``)
@@ -24,7 +25,8 @@ _GATHER = re.compile(r"torch\.Tensor\.__getitem__\(\w+, \w+\)")
 
 
 def _text(source: str, shapes: str, backend: str) -> str:
-    from thunder_aot.exporter import ExportRequest, export
+    from thunder_aot.pipeline import export
+    from thunder_aot.request import ExportRequest
 
     return export(ExportRequest(source, (shapes,), backend=backend), verify=False)
 
@@ -65,7 +67,7 @@ def test_a_region_joins_the_region_that_first_reads_it_unless_that_recomputes_a_
 def test_the_reduction_rule_is_what_keeps_a_gathered_reduction_apart(monkeypatch):
     """norm_through_gather's regions stay apart because its reader gathers a reduction's rows: the
     backend could make one kernel of them (recomputing each row's sum per gathered row)."""
-    import thunder_aot.exporter.join as join
+    import thunder_aot.passes.join_regions as join
 
     source, shapes, joined, _ = next(j for j in JOINS if "norm_through_gather" in j[0])
     monkeypatch.setattr(join, "REDUCTIONS", frozenset())
@@ -104,8 +106,8 @@ def test_a_slice_argument_of_a_torch_call_generalises_and_renders_as_python():
     """``x[:, :k]`` left to torch: its slice is an argument whose bounds follow the dynamic dims as
     any integer argument does, written back as ``slice(...)``."""
     from thunder_aot.backends.base import render_arg
-    from thunder_aot.exporter.generalize import _unify
-    from thunder_aot.model import Const, Ref, Seq, SizeArg, SliceArg, SymDim, TorchCall
+    from thunder_aot.frontend.generalize import _unify
+    from thunder_aot.ir import Const, Ref, Seq, SizeArg, SliceArg, SymDim, TorchCall
 
     def call(stop: int) -> TorchCall:
         key = Seq((SliceArg(Const(None), Const(stop - 1), Const(None)), Const(0)))
@@ -153,8 +155,9 @@ def test_copies_of_permuted_views_are_kernels_and_copies_of_nothing_go(source, s
     output (laid out so that on the GPU the copy copies nothing) keeps its torch calls. The torch
     backend keeps each real copy as a call, and drops the one that copies nothing."""
     from thunder_aot.backends import get_backend
-    from thunder_aot.exporter import ExportRequest, build_program, regions_without_kernels
-    from thunder_aot.model import Region, TorchCall
+    from thunder_aot.ir import Region, TorchCall
+    from thunder_aot.pipeline import build_program, regions_without_kernels
+    from thunder_aot.request import ExportRequest
 
     program, _, _ = build_program(ExportRequest(source, (shapes,), backend="triton"), progress=lambda m: None)
     assert not regions_without_kernels(program, get_backend("triton"))
@@ -178,8 +181,9 @@ def test_a_transposed_output_only_matmuls_read_is_stored_untransposed(source, sh
     matmul reads a ``torch.permute`` view of them, as eager reads ``k.transpose(2, 3)``; where the
     module also returns the rotated keys, the kernel writes them once, for both."""
     from thunder_aot.backends.triton import TritonBackend
-    from thunder_aot.exporter import ExportRequest, build_program
-    from thunder_aot.model import Region, TorchCall
+    from thunder_aot.ir import Region, TorchCall
+    from thunder_aot.pipeline import build_program
+    from thunder_aot.request import ExportRequest
 
     def built():  # the bucket's program
         program, _, _ = build_program(
@@ -209,12 +213,13 @@ def test_a_transposed_output_only_matmuls_read_is_stored_untransposed(source, sh
 @pytest.mark.traces
 @pytest.mark.parametrize("source,shapes,kernel", TOPKS, ids=[t[0].split(":")[1] for t in TOPKS])
 def test_a_routers_top_k_is_a_kernel_unless_the_module_returns_its_picks(source, shapes, kernel):
-    """``torch.topk`` over the experts' logits is a region of one ``topk`` (exporter.topk) that the
+    """``torch.topk`` over the experts' logits is a region of one ``topk`` (passes.topk_as_regions) that the
     Triton backend makes one kernel, handing its picks to a watching verification; a module that
     returns its picks keeps torch's call (their order among ties is torch's own); the torch backend
     keeps the call."""
-    from thunder_aot.exporter import ExportRequest, build_program
-    from thunder_aot.model import Region, TorchCall
+    from thunder_aot.ir import Region, TorchCall
+    from thunder_aot.pipeline import build_program
+    from thunder_aot.request import ExportRequest
 
     def steps(backend):
         program, _, _ = build_program(
@@ -232,7 +237,7 @@ def test_a_routers_top_k_is_a_kernel_unless_the_module_returns_its_picks(source,
 
 
 def _call(target: str, out: str, out_dtype: str, *args, **kwargs):
-    from thunder_aot.model import TorchCall
+    from thunder_aot.ir import TorchCall
 
     return TorchCall(target, (Value(out, TensorSpec((4, 8), out_dtype)),), args, tuple(kwargs.items()))
 
@@ -241,8 +246,8 @@ def test_calls_that_copy_nothing_are_dropped_and_their_readers_read_the_argument
     """``x.to(its own dtype)`` goes, a cast, ``copy=True`` and a device move stay; ``contiguous()``
     goes after ``contiguous()`` (or a reshape of one) and stays on an input, whose layout the
     caller decides; a call whose value the program returns stays."""
-    from thunder_aot.exporter.copies import drop_no_op_calls
-    from thunder_aot.model import Bucket, BucketProgram, Const, DeviceArg, DType, Ref, TorchName
+    from thunder_aot.ir import Bucket, BucketProgram, Const, DeviceArg, DType, Ref, TorchName
+    from thunder_aot.passes.drop_no_op_calls import drop_no_op_calls
 
     fmt = TorchName("torch.contiguous_format")
     steps = (

@@ -1,4 +1,5 @@
-"""Merged projections (exporter.merge, GeneratedModule.merge_projections): linear layers on one input
+"""Merged projections (passes.merge_projections, GeneratedModule.merge_projections): linear layers on one
+input
 become one matmul over their concatenated weights; the module's parameters, and its source's,
 become views of that tensor, and every way of changing them stays right or fails clearly."""
 

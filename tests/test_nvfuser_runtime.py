@@ -350,7 +350,8 @@ def test_a_fusion_reading_a_permuted_fusion_output_gets_it_contiguous():
     q_norm then transpose; found on the GPU as a stride mismatch at S=16)."""
     import re
 
-    from thunder_aot.exporter import ExportRequest, export
+    from thunder_aot.pipeline import export
+    from thunder_aot.request import ExportRequest
 
     text = export(
         ExportRequest(
@@ -378,7 +379,8 @@ def test_a_permuted_fusion_output_the_module_returns_is_made_contiguous():
     import re
 
     from tests.examples import LLAMA_CACHE_SHAPES
-    from thunder_aot.exporter import ExportRequest, export
+    from thunder_aot.pipeline import export
+    from thunder_aot.request import ExportRequest
 
     text = export(
         ExportRequest(
@@ -424,7 +426,7 @@ def test_a_slice_with_a_step_renders_as_unit_step_parts(start, step):
     on the GPU machine at b3b7b31): the rendered text, evaluated with torch's
     meaning of each op, takes the same elements as the strided slice, at a specialized dynamic size."""
     from thunder_aot.backends.nvfuser import NV_PRIMS, NvOp
-    from thunder_aot.model import Const, PrimOp, Ref, Seq, SizeArg, SymDim, TensorSpec, Value
+    from thunder_aot.ir import Const, PrimOp, Ref, Seq, SizeArg, SymDim, TensorSpec, Value
 
     width, seq = 12, 5
     count = len(range(start, width, step))

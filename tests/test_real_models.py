@@ -13,9 +13,10 @@ from tests.examples import HF_SUBMODULES, TRITON_CALLS, TRITON_ONLY_SUBMODULES
 from tests.helpers import ROOT, Logits, greedy_tokens, python_env
 from thunder_aot import replace
 from thunder_aot.errors import ExportError
-from thunder_aot.exporter import ExportRequest, build_program, export
-from thunder_aot.exporter.lower import state_name
-from thunder_aot.model import TorchCall
+from thunder_aot.frontend.lower import state_name
+from thunder_aot.ir import TorchCall
+from thunder_aot.pipeline import build_program, export
+from thunder_aot.request import ExportRequest
 from thunder_aot.verify import load_module_from_text
 from thunder_aot.verify.judge import check_outputs
 
@@ -88,11 +89,11 @@ def test_gpt_oss_layer_with_triton_kernels_verifies_under_the_interpreter(tmp_pa
     assert "no triton kernel" not in done.stderr and "(against float64; seed" in done.stderr, done.stderr[
         -3000:
     ]
-    # the routing's gathers load inside their readers' kernels (exporter.gather), the regions
-    # Thunder left apart around them are joined (exporter.join), and the sort, histc, cumsum and
-    # inverse permutation are one program (exporter.routing); the attention output's transposed
-    # copy is a kernel of its own (exporter.copies: its reader is o_proj's matmul), and so is the
-    # router's top-k (exporter.topk): 11 kernels, where there were 16 and torch's copy and topk;
+    # the routing's gathers load inside their readers' kernels (passes.move_gathers_into_kernels), the regions
+    # Thunder left apart around them are joined (passes.join_regions), and the sort, histc, cumsum and
+    # inverse permutation are one program (passes.fuse_moe_routing); the attention output's transposed
+    # copy is a kernel of its own (passes.copies_as_kernels: its reader is o_proj's matmul), and so is the
+    # router's top-k (passes.topk_as_regions): 11 kernels, where there were 16 and torch's copy and topk;
     # what stays torch calls is matmuls and views
     (unfused,) = [line for line in done.stderr.splitlines() if "not fused" in line]
     assert _unfused_calls(unfused) <= MATMULS_AND_VIEWS, unfused
@@ -127,7 +128,7 @@ def _unfused_calls(line: str) -> set[str]:
 @pytest.mark.parametrize("factory", MOE_BLOCKS)
 def test_moe_blocks_route_in_one_program_and_verify_under_the_interpreter(factory, tmp_path):
     """Every transformers MoE family's grouped-mm bookkeeping (the sort of the top-k ids, histc,
-    cumsum, the inverse permutation) is one routing program (exporter.routing), the ids followed
+    cumsum, the inverse permutation) is one routing program (passes.fuse_moe_routing), the ids followed
     to topk through a region where the family reshapes them there (Qwen3-MoE), and the block
     verifies against float64 through Triton's interpreter."""
     import subprocess
@@ -160,7 +161,9 @@ def test_moe_blocks_route_in_one_program_and_verify_under_the_interpreter(factor
         -3000:
     ]
     (unfused,) = [line for line in done.stderr.splitlines() if "not fused" in line]
-    assert _unfused_calls(unfused) <= MATMULS_AND_VIEWS, unfused  # the router's top-k too (exporter.topk)
+    assert (
+        _unfused_calls(unfused) <= MATMULS_AND_VIEWS
+    ), unfused  # the router's top-k too (passes.topk_as_regions)
     assert "_routing.launch(" in out.read_text() and "_topk.launch(" in out.read_text()
 
 
@@ -260,7 +263,7 @@ def test_every_region_of_transformers_submodules_is_a_triton_kernel(source, shap
     decoder layers (Llama's, Qwen3's with its per-head norms): export reports none without a kernel,
     and only matmuls, attention, embeddings and views stay torch calls (tests.examples.TRITON_CALLS)."""
     from thunder_aot.backends import get_backend
-    from thunder_aot.exporter import regions_without_kernels
+    from thunder_aot.pipeline import regions_without_kernels
 
     program, _, _ = build_program(ExportRequest(source, (shapes,), backend="triton"), progress=lambda m: None)
     assert program.programs and not regions_without_kernels(program, get_backend("triton"))

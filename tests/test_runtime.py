@@ -17,7 +17,7 @@ def test_importing_the_runtime_loads_neither_thunder_nor_the_exporter():
     code = (
         "import sys, thunder_aot.runtime, thunder_aot.runtime.triton, thunder_aot.runtime.nvfuser;"
         "bad = sorted(k for k in sys.modules if k.split('.')[0] in ('thunder', 'jinja2', 'black')"
-        " or k.startswith(('thunder_aot.exporter', 'thunder_aot.codegen', 'thunder_aot.backends')));"
+        " or k.startswith(('thunder_aot.pipeline', 'thunder_aot.codegen', 'thunder_aot.backends')));"
         "print(bad)"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)

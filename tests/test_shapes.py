@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from thunder_aot.errors import ExportError
-from thunder_aot.model import DimRange, SymDim
+from thunder_aot.ir import DimRange, SymDim
 from thunder_aot.shapes import MAX_ELEMENTS, contains, dispatch_order, format_bucket, parse_shapes
 
 
@@ -119,14 +119,14 @@ def test_an_integer_inputs_values_are_sampled_from_its_range_and_kept_by_bucket_
     -100..99); the range survives the exporter's splits of a bucket at its edges."""
     import torch
 
-    from thunder_aot.exporter import _sub_bucket
+    from thunder_aot.frontend.buckets import sub_bucket
     from thunder_aot.verify import bucket_inputs
 
     (bucket,) = parse_shapes("1x[S=1..64]:i64[5..9], 1x[S]x8, 64:i32")
     assert bucket.values == ((5, 9), None, None)
     assert format_bucket(bucket) == "1x[S=1..64]:int64[5..9], 1x[S]x8:float32, 64:int32"
     generator = torch.Generator().manual_seed(0)
-    for part in (bucket, _sub_bucket(bucket, "S", 1, 1), _sub_bucket(bucket, "S", 2, 64)):
+    for part in (bucket, sub_bucket(bucket, "S", 1, 1), sub_bucket(bucket, "S", 2, 64)):
         for _, (ids, _x, other) in bucket_inputs(part, "cpu", generator):
             assert ids.dtype == torch.int64 and 5 <= ids.min() and ids.max() <= 9
             assert set(ids.unique().tolist()) == set(range(5, 10)) or ids.numel() < 20

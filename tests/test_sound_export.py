@@ -15,8 +15,9 @@ from tests.examples import EXPORTS
 from tests.helpers import ROOT, python_env, run_cli
 from tests.sound_modules import CORRECT
 from thunder_aot.errors import ExportError
-from thunder_aot.exporter import ExportRequest, export
-from thunder_aot.exporter.resolve import resolve_module
+from thunder_aot.frontend.resolve import resolve_module
+from thunder_aot.pipeline import export
+from thunder_aot.request import ExportRequest
 from thunder_aot.shapes import parse_shapes
 from thunder_aot.verify import load_module_from_text, verify
 
@@ -28,8 +29,8 @@ SEEDS = range(20)
 #: export once, then verify under 20 seeds (in a fresh process: Triton's interpreter is chosen at import)
 SEEDED_VERIFY = """
 import sys
-from thunder_aot.exporter import ExportRequest, export
-from thunder_aot.exporter.resolve import resolve_module
+from thunder_aot.pipeline import ExportRequest, export
+from thunder_aot.frontend.resolve import resolve_module
 from thunder_aot.shapes import parse_shapes
 from thunder_aot.verify import verify
 source, shapes, backend = sys.argv[1:4]
@@ -198,7 +199,7 @@ def test_a_size_test_that_cannot_be_split_is_refused_with_one_line(source, spec,
 def test_arithmetic_on_a_dynamic_size_is_no_branch():
     """Floor division of a size makes Thunder test signs internally; those tests feed arithmetic,
     not control flow, and are not taken for branches."""
-    from thunder_aot.exporter.trace import size_conditions
+    from thunder_aot.frontend.trace import size_conditions
 
     module = resolve_module("tests.bad_modules:HalfOfDynamicSize")
     assert size_conditions(module, [torch.randn(10, 8)], ["x"]) == []
@@ -232,7 +233,8 @@ def indexed_block_plain():
 
 @pytest.mark.traces
 def test_layer_idx_is_a_setting_only_where_it_changes_the_trace():
-    from thunder_aot.exporter import ExportRequest, export
+    from thunder_aot.pipeline import export
+    from thunder_aot.request import ExportRequest
     from thunder_aot.verify import load_module_from_text
 
     messages: list[str] = []
@@ -266,9 +268,9 @@ def test_traces_that_differ_in_value_names_alone_generalize_and_other_structure_
     values are one program; a trace whose references point elsewhere is still refused."""
     import dataclasses
 
-    from thunder_aot.exporter import build_program
-    from thunder_aot.exporter.generalize import _renamed, _value_names, generalize, instantiate
-    from thunder_aot.model import Ref
+    from thunder_aot.frontend.generalize import generalize, instantiate
+    from thunder_aot.ir import Ref, renamed, value_names
+    from thunder_aot.pipeline import build_program
 
     program, _, _ = build_program(
         ExportRequest(
@@ -281,9 +283,9 @@ def test_traces_that_differ_in_value_names_alone_generalize_and_other_structure_
     general = program.programs[0]
     envs = [{"S": 64}, {"S": 7}]
     first, second = (instantiate(general, env) for env in envs)
-    names = list(dict.fromkeys(_value_names(second, [])))
-    shifted = _renamed(second, {n: f"x{k + 2}" for k, n in enumerate(names)})
-    assert shifted != second and not set(_value_names(shifted, [])) & set(names)
+    names = list(dict.fromkeys(value_names(second, [])))
+    shifted = renamed(second, {n: f"x{k + 2}" for k, n in enumerate(names)})
+    assert shifted != second and not set(value_names(shifted, [])) & set(names)
     assert generalize([first, shifted], envs) == general
 
     # the same renaming, but one op now reads another value: a different program
@@ -328,8 +330,8 @@ def test_demotion_keeps_the_refusal_where_no_region_as_its_source_calls_verifies
     """verified_with_source_calls tries one region at a time, then all: it returns the first text that
     verifies (naming its region), and raises the first refusal where none does."""
     from thunder_aot.backends import get_backend
-    from thunder_aot.exporter import build_program
-    from thunder_aot.exporter.demote import demotable, verified_with_source_calls
+    from thunder_aot.passes.refused_regions_as_source_calls import demotable, verified_with_source_calls
+    from thunder_aot.pipeline import build_program
 
     program, _, _ = build_program(
         ExportRequest(
@@ -373,8 +375,8 @@ def test_a_float_constant_that_moves_with_a_dynamic_size_is_that_size_as_a_float
     """x.mean(1) over a dynamic dim divides by the size as a float (64.0 at S = 64): the traces'
     constants become the size (var's n - 1 too), instantiated as floats again; a float that is not
     an integral function of one size is still a difference between the traces."""
-    from thunder_aot.exporter.generalize import _Mismatch, _unify, instantiate
-    from thunder_aot.model import Const, SizeArg, SymDim
+    from thunder_aot.frontend.generalize import _Mismatch, _unify, instantiate
+    from thunder_aot.ir import Const, SizeArg, SymDim
 
     envs = [{"S": 64}, {"S": 9}, {"S": 30}]
     mean = _unify([Const(64.0), Const(9.0), Const(30.0)], envs, "p")

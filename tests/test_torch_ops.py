@@ -1,4 +1,4 @@
-"""Torch functions taken whole at export (thunder_aot.exporter.torch_ops): sdpa with enable_gqa."""
+"""Torch functions taken whole at export (thunder_aot.frontend.torch_ops): sdpa with enable_gqa."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import torch
 from torch import nn
 
 from thunder_aot.errors import ExportError
-from thunder_aot.exporter import ExportRequest, export
+from thunder_aot.pipeline import export
+from thunder_aot.request import ExportRequest
 
 pytestmark = pytest.mark.traces
 
@@ -87,7 +88,7 @@ def test_grouped_matmuls_trace_on_hosts_whose_cpu_kernel_crashes(monkeypatch):
     multiplied group by group with plain matmuls. Here the crash is stood in for by an error from the
     kernel if tracing reaches it (verification runs torch's own, which works here); the generated
     module still calls torch._grouped_mm, and the patch is gone after the export."""
-    from thunder_aot.exporter import torch_ops
+    from thunder_aot.frontend import torch_ops
 
     original = torch_ops.TORCH_GROUPED_MM
     real = torch._grouped_mm

@@ -382,7 +382,7 @@ def test_broadcast_rows_index_the_row_they_repeat(full, own):
     import torch
 
     from thunder_aot.backends.triton.lowering import RowProgram
-    from thunder_aot.model import DimRange, Region, SymDim, TensorSpec, Value
+    from thunder_aot.ir import DimRange, Region, SymDim, TensorSpec, Value
 
     def dims(shape):
         return tuple(SymDim("S") if d == "S" else d for d in shape)
@@ -445,7 +445,8 @@ def test_a_region_no_kernel_takes_runs_as_its_source_calls():
     """A softmax over a first dim longer than a tile's lanes: export names the region and what it runs
     as, the user's own calls (one softmax, not the dozen prims it decomposes into), and the module
     matches its source."""
-    from thunder_aot.exporter import ExportRequest, export
+    from thunder_aot.pipeline import export
+    from thunder_aot.request import ExportRequest
 
     ((source, shapes),) = VIEW_SOURCE_CALLS
     result = interpreted_check(source, shapes)
@@ -465,13 +466,14 @@ def test_a_region_no_kernel_takes_runs_as_its_source_calls():
 def test_a_region_of_independent_parts_is_a_kernel_per_group_of_them(monkeypatch):
     """DeepSeek-V3's latent RMSNorm beside its keys' and queries' rotary: Thunder forms one region of
     the three, which no one kernel computes (a reduction over one row, outputs of three shapes).
-    exporter.split makes it two kernels (the norm; both rotaries and the cat); without the pass it
+    passes.split_regions makes it two kernels (the norm; both rotaries and the cat); without the pass it
     ran as its source's torch calls. (The kernels are checked against the source in
     test_regions_with_views_inside_are_one_kernel_each.)"""
-    import thunder_aot.exporter.split as split
+    import thunder_aot.passes.split_regions as split
     from tests.view_modules import LATENT_SHAPES
     from thunder_aot.backends import get_backend
-    from thunder_aot.exporter import ExportRequest, build_program, regions_without_kernels
+    from thunder_aot.pipeline import build_program, regions_without_kernels
+    from thunder_aot.request import ExportRequest
 
     request = ExportRequest("tests.view_modules:latent_norm_and_rotary", (LATENT_SHAPES,), backend="triton")
     program, _, _ = build_program(request, progress=lambda m: None)
@@ -491,13 +493,15 @@ def test_a_region_of_independent_parts_is_a_kernel_per_group_of_them(monkeypatch
 @pytest.mark.traces
 def test_a_tensor_filled_slice_by_slice_is_one_kernel():
     """An empty tensor filled by copies into slices of its last dim (DeepSeek-V3's keys, one piece
-    through an expand) is a concatenation: one region (exporter.fill) that the regions computing the
+    through an expand) is a concatenation: one region (passes.fills_as_concatenations) that the regions
+    computing the
     pieces join, so no allocation, slice, copy or expand stays a torch call. Read between the copies,
     the tensor is no fill, and the calls stay. (The kernel is checked against the source in
     test_regions_with_views_inside_are_one_kernel_each.)"""
     from tests.view_modules import KEYS_FILL_SHAPES
-    from thunder_aot.exporter import ExportRequest, build_program
-    from thunder_aot.model import TorchCall
+    from thunder_aot.ir import TorchCall
+    from thunder_aot.pipeline import build_program
+    from thunder_aot.request import ExportRequest
 
     def calls(source):
         program, _, _ = build_program(
@@ -515,14 +519,17 @@ def test_a_tensor_filled_slice_by_slice_is_one_kernel():
 def test_basic_indices_and_a_weights_transpose_are_no_torch_calls(monkeypatch):
     """Falcon's fused projection, ``(x * 2) @ weight.T`` split by ``[:-2]``, ``[[-2]]``, ``[[-1]]``
     (and integer indices, which Thunder fuses itself): the indices are slices inside the kernel that
-    reads them (exporter.slices), and the weight's transpose, which Thunder puts in the region beside
-    the scaling, is a view the matmul reads (exporter.views), not a kernel copying the weight each
+    reads them (passes.move_slices_into_kernels), and the weight's transpose, which Thunder puts in the
+    region beside
+    the scaling, is a view the matmul reads (passes.transposed_outputs_as_views), not a kernel copying the
+    weight each
     call. Without the slices pass the indices stay torch calls. (The kernels are checked against the
     source in test_regions_with_views_inside_are_one_kernel_each.)"""
-    import thunder_aot.exporter.slices as slices
+    import thunder_aot.passes.move_slices_into_kernels as slices
     from tests.view_modules import FUSED_SPLIT_SHAPES
-    from thunder_aot.exporter import ExportRequest, build_program
-    from thunder_aot.model import Ref, TorchCall
+    from thunder_aot.ir import Ref, TorchCall
+    from thunder_aot.pipeline import build_program
+    from thunder_aot.request import ExportRequest
 
     request = ExportRequest(
         "tests.view_modules:fused_projection_split", (FUSED_SPLIT_SHAPES,), backend="triton"
@@ -542,11 +549,12 @@ def test_basic_indices_and_a_weights_transpose_are_no_torch_calls(monkeypatch):
 
 
 def test_basic_index_reads_only_indices_a_slice_computes():
-    """exporter.slices takes constant slices (any bounds on a static dim, ``:`` on a dynamic one),
+    """passes.move_slices_into_kernels takes constant slices (any bounds on a static dim, ``:`` on a dynamic
+    one),
     ``...``, integers and one-position lists; not a boolean or longer list, a step, ``None``, an
     index out of range or a constant bound on a dynamic dim."""
-    from thunder_aot.exporter.slices import basic_index
-    from thunder_aot.model import Const, Ref, Seq, SliceArg, SymDim, TensorSpec, TorchCall, TorchName, Value
+    from thunder_aot.ir import Const, Ref, Seq, SliceArg, SymDim, TensorSpec, TorchCall, TorchName, Value
+    from thunder_aot.passes.move_slices_into_kernels import basic_index
 
     S = SymDim("S")
     specs = {"x": TensorSpec((1, S, 2, 4, 16), "float32")}
@@ -583,7 +591,8 @@ def test_a_part_no_kernel_takes_runs_as_its_part_of_the_source_calls():
     the norm becomes a kernel, the softmax runs as its own source calls (not the norm's), and the
     module matches its source under the interpreter."""
     from tests.view_modules import PART_SOURCE_CALLS
-    from thunder_aot.exporter import ExportRequest, export
+    from thunder_aot.pipeline import export
+    from thunder_aot.request import ExportRequest
 
     source, shapes = PART_SOURCE_CALLS
     result = interpreted_check(source, shapes)
@@ -608,7 +617,8 @@ def test_a_row_reduction_wider_than_the_output_row_takes_whole_rows():
     2048 lanes, half of them idle, for a row of 1025); never one output element per row, which
     would reduce the whole row for each of its elements (quadratic in S: 300 ms at S=1024 in
     GPT-OSS's layer, profiled at 7e67ed3)."""
-    from thunder_aot.exporter import ExportRequest, export
+    from thunder_aot.pipeline import export
+    from thunder_aot.request import ExportRequest
 
     text = export(
         ExportRequest(
@@ -673,7 +683,8 @@ def test_a_region_can_use_the_definition_another_region_emits(backend):
     """Regions with the same definition (a layer's input norm in two programs) share one kernel: the
     sharing view keeps everything but its name and emits no definition of its own."""
     from thunder_aot.backends import get_backend
-    from thunder_aot.exporter import ExportRequest, build_program
+    from thunder_aot.pipeline import build_program
+    from thunder_aot.request import ExportRequest
 
     program, _, _ = build_program(
         ExportRequest("thunder_aot.examples.gpt_oss:rmsnorm", ("1x[1..8]x2880:bf16",), backend=backend),

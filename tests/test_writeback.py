@@ -1,4 +1,4 @@
-"""The write-back pass (exporter.writeback): in-place ops' copies into fresh intermediates are
+"""The write-back pass (passes.drop_unobserved_write_backs): in-place ops' copies into fresh intermediates are
 dropped; copies something observes (a view taken before, the caller's own tensor) stay, and every
 module still computes what its source does."""
 

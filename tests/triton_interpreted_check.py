@@ -27,7 +27,7 @@ import torch  # noqa: E402
 from tests.examples import EXPORTS  # noqa: E402
 from tests.helpers import compare_at_every_bucket  # noqa: E402
 from thunder_aot.backends.triton import interpreter_rounds_like_the_gpu  # noqa: E402
-from thunder_aot.exporter.resolve import resolve_module  # noqa: E402
+from thunder_aot.frontend.resolve import resolve_module  # noqa: E402
 from thunder_aot.runtime import GuardTable  # noqa: E402
 from thunder_aot.verify import load_module_from_text  # noqa: E402
 
@@ -41,7 +41,8 @@ def main(stem: str, spec: str | None = None) -> int:
         _, source, shapes = next(e for e in EXPORTS if e[0] == stem)
         text = (ROOT / "generated" / f"{stem}_triton.py").read_text()
     else:
-        from thunder_aot.exporter import ExportRequest, export
+        from thunder_aot.pipeline import export
+        from thunder_aot.request import ExportRequest
 
         source, shapes = stem, spec
         text = export(

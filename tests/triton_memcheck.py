@@ -29,7 +29,7 @@ from tests.kernel_pass_modules import COPIES, GATHERS, JOINS, ROUTINGS, TOPKS, V
 #: (the memcheck run at da6bd92 kept the log's tail only, so which kernels is
 #: not known; the modules after it were not reached)
 _COPY_KERNELS = [c for c in COPIES if c[2]]
-from thunder_aot.exporter.resolve import resolve_module  # noqa: E402
+from thunder_aot.frontend.resolve import resolve_module  # noqa: E402
 from thunder_aot.shapes import parse_shapes  # noqa: E402
 from thunder_aot.verify import bucket_inputs, load_module_from_text  # noqa: E402
 from thunder_aot.verify.judge import check_chosen, run_recording_choices  # noqa: E402
@@ -48,7 +48,8 @@ def main(argv: list[str]) -> int:
     eager = "--eager" in argv
     calls = 0
     generator = torch.Generator().manual_seed(torch.seed() >> 1)
-    from thunder_aot.exporter import ExportRequest, export
+    from thunder_aot.pipeline import export
+    from thunder_aot.request import ExportRequest
 
     texts = {stem: (ROOT / "generated" / f"{stem}_triton.py").read_text() for stem, _, _ in EXPORTS}
     kept = GATHERS + JOINS + ROUTINGS[:1] + (COPIES if only else _COPY_KERNELS) + VIEWS + TOPKS

@@ -209,7 +209,7 @@ class LatentNormAndRotary(nn.Module):
     """DeepSeek-V3's attention between its projections: an RMSNorm of the compressed keys, and the
     interleaved rotary of the keys' and the queries' rotary parts (the queries' then concatenated
     after their other part). Thunder forms one region of the three, which share no value and have
-    outputs of three shapes: exporter.split makes kernels of its parts."""
+    outputs of three shapes: passes.split_regions makes kernels of its parts."""
 
     heads, nope, rope, latent = 4, 32, 16, 32
 
@@ -248,7 +248,8 @@ class ColumnSoftmaxBesideNorm(nn.Module):
 
 class KeysFill(nn.Module):
     """DeepSeek-V3's keys: an empty tensor filled by two copies into slices of its last dim, the
-    second broadcast over the heads by an expand, then scaled. exporter.fill makes the fill one
+    second broadcast over the heads by an expand, then scaled. passes.fills_as_concatenations makes the fill
+    one
     kernel. ``read_between``: the tensor is read between the copies (no fill: the calls stay)."""
 
     def __init__(self, read_between: bool = False) -> None:
@@ -267,9 +268,10 @@ class KeysFill(nn.Module):
 class FusedProjectionSplit(nn.Module):
     """Falcon's attention inputs (new_decoder_architecture): a projection by the weight's transpose
     (``input @ weight.T``, the transpose in the region beside the scaled input: a view, not a copy of
-    the weight, exporter.views), laid out by KV group and split by basic and one-position list
+    the weight, passes.transposed_outputs_as_views), laid out by KV group and split by basic and
+    one-position list
     indices (``[:-2]``, ``[[-2]]``, ``[[-1]]``) and an integer index, the keys and values broadcast to
-    the query heads. exporter.slices puts the indices into the kernel that reads them."""
+    the query heads. passes.move_slices_into_kernels puts the indices into the kernel that reads them."""
 
     groups, per_group, head_dim, hidden = 2, 2, 16, 64
 

@@ -1,4 +1,4 @@
-"""Modules with in-place ops, for the write-back pass (exporter.writeback)."""
+"""Modules with in-place ops, for the write-back pass (passes.drop_unobserved_write_backs)."""
 
 from __future__ import annotations
 

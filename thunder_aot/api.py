@@ -11,6 +11,11 @@ from pathlib import Path
 
 import torch
 
+from thunder_aot.codegen.header import regenerate_command
+from thunder_aot.codegen.output import check_out_target, write_atomic
+from thunder_aot.errors import ExportError
+from thunder_aot.request import ExportRequest
+
 #: how a file exported from a module object (not an import path) names its source in its header
 INSTANCE_SOURCE = "<{} instance>"
 
@@ -41,11 +46,7 @@ def export(
     ``--no-merge-projections`` (``merge_projections=False``) and ``--verify-seed``. Raises
     :class:`thunder_aot.errors.ExportError` (a ValueError) with one line.
     """
-    from thunder_aot.cli import check_out_target
-    from thunder_aot.codegen import write_atomic
-    from thunder_aot.errors import ExportError
-    from thunder_aot.exporter import ExportRequest
-    from thunder_aot.exporter import export as run_export
+    from thunder_aot.pipeline import export as run_export  # imports Thunder: only where export runs
 
     if isinstance(shapes, str):
         shapes = (shapes,)
@@ -88,9 +89,6 @@ def export(
 
 def load(path: str | Path) -> types.ModuleType:
     """Import a generated file and return its module (``load("rmsnorm.py").GptOssRMSNorm``)."""
-    from thunder_aot.cli import regenerate_command
-    from thunder_aot.errors import ExportError
-
     path = Path(path)
     if not path.is_file():
         raise ExportError(f"load: no such file: {path}")

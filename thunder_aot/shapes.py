@@ -31,7 +31,7 @@ import re
 from collections.abc import Iterable
 
 from thunder_aot.errors import ExportError
-from thunder_aot.model import Bucket, Dim, DimRange, SymDim, TensorSpec
+from thunder_aot.ir import Bucket, Dim, DimRange, SymDim, TensorSpec
 
 DTYPE_ALIASES: dict[str, str] = {
     "bf16": "bfloat16",
@@ -358,3 +358,22 @@ def check_overlaps(buckets: list[Bucket]) -> None:
 def dispatch_order(buckets: list[Bucket]) -> list[int]:
     """Indices of ``buckets`` most specific first (fewest shapes), stable for equal counts."""
     return sorted(range(len(buckets)), key=lambda i: buckets[i].size_count())
+
+
+def env_inside(outer: Bucket, inner: Bucket) -> dict[str, int] | None:
+    """The sizes of ``outer``'s dynamic dims at which it has the exact bucket ``inner``'s shapes
+    (None when ``inner`` is not inside ``outer``)."""
+    env: dict[str, int] = {}
+    for o, i in zip(outer.inputs, inner.inputs):
+        if len(o.shape) != len(i.shape) or o.dtype != i.dtype:
+            return None
+        for d, size in zip(o.shape, i.shape):
+            if isinstance(d, SymDim):
+                value = d.solve(size)
+                if value is None or env.setdefault(d.name, value) != value:
+                    return None
+            elif d != size:
+                return None
+    if not all(r.lo <= env[r.name] <= r.hi for r in outer.dims):
+        return None
+    return env

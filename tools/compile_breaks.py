@@ -18,7 +18,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.examples import EXPORTS  # noqa: E402
-from thunder_aot.exporter.resolve import resolve_module  # noqa: E402
+from thunder_aot.frontend.resolve import resolve_module  # noqa: E402
 from thunder_aot.shapes import parse_shapes  # noqa: E402
 from thunder_aot.verify import load_module_from_text, random_inputs  # noqa: E402
 

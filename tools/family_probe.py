@@ -21,8 +21,9 @@ import torch
 import thunder_aot.examples.hf as hf
 from tests.examples import TRITON_CALLS
 from thunder_aot.backends import get_backend
-from thunder_aot.exporter import ExportRequest, build_program, regions_without_kernels
-from thunder_aot.model import TorchCall
+from thunder_aot.ir import TorchCall
+from thunder_aot.pipeline import build_program, regions_without_kernels
+from thunder_aot.request import ExportRequest
 
 #: family (transformers.models.<family>) -> (config class, decoder layer class, config fields)
 FAMILIES = {

@@ -20,8 +20,8 @@ from pathlib import Path
 import torch
 
 from thunder_aot.bench import bare_launches, interleaved_times, points_for, print_table
-from thunder_aot.cli import regenerate_command
-from thunder_aot.exporter.resolve import resolve_module
+from thunder_aot.codegen.header import regenerate_command
+from thunder_aot.frontend.resolve import resolve_module
 from thunder_aot.shapes import parse_shapes
 from thunder_aot.verify import load_module_from_text, random_inputs
 

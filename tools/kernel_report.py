@@ -55,7 +55,7 @@ def record_launches(path: str, source: str, shapes: str, size: int = 3) -> list[
     arguments of its first launch."""
     import torch
 
-    from thunder_aot.exporter.resolve import resolve_module
+    from thunder_aot.frontend.resolve import resolve_module
     from thunder_aot.runtime import triton as rt
     from thunder_aot.shapes import parse_shapes
 

@@ -54,8 +54,9 @@ def main() -> int:
     parser.add_argument("--out")
     args = parser.parse_args()
 
-    from thunder_aot.exporter import ExportRequest, export
-    from thunder_aot.exporter.resolve import resolve_module
+    from thunder_aot.frontend.resolve import resolve_module
+    from thunder_aot.pipeline import export
+    from thunder_aot.request import ExportRequest
     from thunder_aot.shapes import parse_shapes
     from thunder_aot.verify import load_module_from_text, random_inputs
 

@@ -27,7 +27,8 @@ import torch
 
 from thunder_aot.bench import bare_launches, interleaved_times, nvfuser_executions
 from thunder_aot.examples.gpt_oss import SEED_SHAPES, rmsnorm
-from thunder_aot.exporter import ExportRequest, export
+from thunder_aot.pipeline import export
+from thunder_aot.request import ExportRequest
 from thunder_aot.verify import load_module_from_text
 
 SOURCE = "thunder_aot.examples.gpt_oss:rmsnorm"

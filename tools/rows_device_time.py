@@ -24,9 +24,10 @@ from pathlib import Path
 import torch
 
 from thunder_aot.bench import device_time_us
-from thunder_aot.exporter import ExportRequest, export
-from thunder_aot.exporter.resolve import resolve_module
-from thunder_aot.model import dim_value
+from thunder_aot.frontend.resolve import resolve_module
+from thunder_aot.ir import dim_value
+from thunder_aot.pipeline import export
+from thunder_aot.request import ExportRequest
 from thunder_aot.shapes import parse_shapes
 from thunder_aot.verify import load_module_from_text
 from thunder_aot.verify.judge import reference64

@@ -21,7 +21,8 @@ import torch
 from torch.utils.benchmark import Compare, Timer
 
 from thunder_aot.examples.gpt_oss import SEED_SHAPES, rmsnorm
-from thunder_aot.exporter import ExportRequest, export
+from thunder_aot.pipeline import export
+from thunder_aot.request import ExportRequest
 from thunder_aot.verify import load_module_from_text
 
 SOURCE = "thunder_aot.examples.gpt_oss:rmsnorm"

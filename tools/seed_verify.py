@@ -61,8 +61,9 @@ def main() -> int:
     import torch
 
     from thunder_aot.errors import ExportError
-    from thunder_aot.exporter import ExportRequest, export
-    from thunder_aot.exporter.resolve import resolve_module
+    from thunder_aot.frontend.resolve import resolve_module
+    from thunder_aot.pipeline import export
+    from thunder_aot.request import ExportRequest
     from thunder_aot.shapes import parse_shapes
     from thunder_aot.verify import load_module_from_text, verify
 

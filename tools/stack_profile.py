@@ -44,7 +44,7 @@ def main() -> None:
     torch.set_num_threads(1)
 
     from thunder_aot.api import export
-    from thunder_aot.bench.models import layer_shapes
+    from thunder_aot.bench.model_bench import layer_shapes
     from thunder_aot.examples.hf import llama_1b_causal_lm
     from thunder_aot.layers import DecoderLayerCall, LayerStack
     from thunder_aot.verify import load_module_from_text

@@ -18,8 +18,9 @@ import triton.testing
 
 import thunder_aot.backends.triton as triton_backend
 from thunder_aot.bench import bare_launches, copy_bandwidth_gb_per_s, io_bytes, print_table
-from thunder_aot.exporter import ExportRequest, export
-from thunder_aot.exporter.resolve import resolve_module
+from thunder_aot.frontend.resolve import resolve_module
+from thunder_aot.pipeline import export
+from thunder_aot.request import ExportRequest
 from thunder_aot.verify import load_module_from_text
 from thunder_aot.verify.judge import check_call
 

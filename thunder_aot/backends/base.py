@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from thunder_aot.model import (
+from thunder_aot.ir import (
     Arg,
     Const,
     DeviceArg,
@@ -186,24 +186,27 @@ class Backend(ABC):
     #: device index where kernels launch directly (eager, on the current device), else -1
     device_per_call: bool = False
     #: whether a region may read part of an input's innermost dim (a ``slice`` prim of a region
-    #: input): what merged projections hand their readers (``exporter.merge``)
+    #: input): what merged projections hand their readers (``passes.merge_projections``)
     slices_region_inputs: bool = False
     #: whether a region's kernel may load an input at indices another input holds (a ``take`` prim:
-    #: what ``exporter.gather`` moves ``x[idx]`` into its readers as)
+    #: what ``passes.move_gathers_into_kernels`` moves ``x[idx]`` into its readers as)
     gathers_region_inputs: bool = False
     #: whether a region may take in the region that makes its inputs where one kernel does both
-    #: (``exporter.join``: the backend's kernels, not Thunder's fusion pass, decide)
+    #: (``passes.join_regions``: the backend's kernels, not Thunder's fusion pass, decide)
     joins_regions: bool = False
     #: whether a copy of a permuted view (``y.transpose(1, 2).contiguous()``) may be a region of one
-    #: ``transpose`` prim (``exporter.copies``): the backend's kernels write the outputs they allocate
+    #: ``transpose`` prim (``passes.copies_as_kernels``): the backend's kernels write the outputs they
+    #: allocate
     copies_as_kernels: bool = False
     #: whether a mixture of experts' routing bookkeeping (the sort of its expert ids, the counts,
-    #: offsets and inverse permutation from it) may be one region of one program (``exporter.routing``)
+    #: offsets and inverse permutation from it) may be one region of one program (``passes.fuse_moe_routing``)
     fuses_routing: bool = False
     #: whether a region's transposed output that only matmuls read may be written untransposed and
-    #: read through a ``torch.permute`` view (``exporter.views``): what its kernels store is its own choice
+    #: read through a ``torch.permute`` view (``passes.transposed_outputs_as_views``): what its kernels
+    #: store is its own choice
     views_for_strided_readers: bool = False
-    #: whether ``torch.topk`` over a static last dim may be a region of one ``topk`` prim (``exporter.topk``)
+    #: whether ``torch.topk`` over a static last dim may be a region of one ``topk`` prim
+    #: (``passes.topk_as_regions``)
     fuses_topk: bool = False
 
     def imports_for(self, definitions: Sequence[RegionView]) -> tuple[str, ...]:

@@ -21,7 +21,7 @@ from thunder_aot.backends.base import (
     render_dim,
     source_comments,
 )
-from thunder_aot.model import (
+from thunder_aot.ir import (
     VIEW_PRIMS,
     Arg,
     Const,

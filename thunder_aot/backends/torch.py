@@ -14,7 +14,7 @@ from thunder_aot.backends.base import (
     source_comments,
     torch_call_line,
 )
-from thunder_aot.model import Const, DimRange, PrimOp, Ref, Region, Seq, TensorSpec
+from thunder_aot.ir import Const, DimRange, PrimOp, Ref, Region, Seq, TensorSpec
 
 INTEGER_DTYPES = {"int8", "int16", "int32", "int64", "uint8", "bool"}
 

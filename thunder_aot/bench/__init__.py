@@ -10,7 +10,7 @@ module's kernels alone), :mod:`.report` (files and tables), :mod:`.run` (the com
 """
 
 from thunder_aot.bench.floors import bare_launches, io_bytes, nvfuser_executions
-from thunder_aot.bench.model import Call, Measurement, Point, Report, points_for
+from thunder_aot.bench.records import Call, Measurement, Point, Report, points_for
 from thunder_aot.bench.report import (
     floor_of,
     print_compare,

@@ -50,8 +50,8 @@ def _child(source: str, system: str, tokens: int, generated: str | None) -> dict
 
     import torch
 
-    from thunder_aot.bench.models import _layers
-    from thunder_aot.exporter.resolve import resolve_module
+    from thunder_aot.bench.model_bench import _layers
+    from thunder_aot.frontend.resolve import resolve_module
 
     cuda = torch.cuda.is_available()
     model = resolve_module(source).eval().requires_grad_(False).to("cuda" if cuda else "cpu")
@@ -118,8 +118,8 @@ def run_cold_start(
     import torch
 
     from thunder_aot.api import export
-    from thunder_aot.bench.models import _layers, layer_shapes
-    from thunder_aot.exporter.resolve import resolve_module
+    from thunder_aot.bench.model_bench import _layers, layer_shapes
+    from thunder_aot.frontend.resolve import resolve_module
     from thunder_aot.layers import DecoderLayerMaskCall, prefill_call
 
     runs, skipped = [], {}

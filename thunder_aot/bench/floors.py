@@ -6,7 +6,7 @@ import sys
 
 import torch
 
-from thunder_aot.bench.model import Call
+from thunder_aot.bench.records import Call
 
 
 def _runtime_objects(generated, kind: type) -> list:

@@ -7,7 +7,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from thunder_aot.bench.model import Report
+from thunder_aot.bench.records import Report
 
 
 def write_json(report: Report, path: Path) -> None:

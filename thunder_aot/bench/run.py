@@ -8,7 +8,7 @@ from collections.abc import Callable
 import torch
 
 from thunder_aot.bench.floors import bare_launches, io_bytes
-from thunder_aot.bench.model import Call, Measurement, Report, points_for
+from thunder_aot.bench.records import Call, Measurement, Report, points_for
 from thunder_aot.bench.report import floor_of
 from thunder_aot.bench.timing import copy_bandwidth_gb_per_s, device_time_us, interleaved_times
 from thunder_aot.errors import ExportError
@@ -40,8 +40,10 @@ def run_bench(
     import importlib.util
 
     from thunder_aot.backends import get_backend
-    from thunder_aot.exporter import ExportRequest, export, versions
-    from thunder_aot.exporter.resolve import resolve_module
+    from thunder_aot.codegen.header import versions
+    from thunder_aot.frontend.resolve import resolve_module
+    from thunder_aot.pipeline import export
+    from thunder_aot.request import ExportRequest
     from thunder_aot.shapes import parse_shapes
     from thunder_aot.verify import load_module_from_text, random_inputs
     from thunder_aot.verify.judge import reference64

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from thunder_aot.bench.model import Call
+from thunder_aot.bench.records import Call
 
 
 def time_call(fn: Call, min_run_time: float) -> float:

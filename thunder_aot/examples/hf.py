@@ -46,7 +46,7 @@ def llama_config(attn_implementation: str = "sdpa", **overrides):
     fields.update(overrides)
     config = LlamaConfig(**fields)
     # transformers' default attention: F.scaled_dot_product_attention with enable_gqa=True, which
-    # export takes whole (thunder_aot.exporter.torch_ops); attn_implementation="eager" for the matmuls
+    # export takes whole (thunder_aot.frontend.torch_ops); attn_implementation="eager" for the matmuls
     config._attn_implementation = attn_implementation
     return config
 

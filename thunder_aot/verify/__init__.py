@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from thunder_aot.errors import ExportError
-from thunder_aot.model import Bucket, TensorSpec, dim_value
+from thunder_aot.ir import Bucket, TensorSpec, dim_value
 
 
 def load_module_from_text(text: str, name: str = "thunder_aot_generated_check") -> types.ModuleType:

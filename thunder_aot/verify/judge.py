@@ -65,7 +65,7 @@ def grouped_mm_by_group(mat_a, mat_b, offs=None, bias=None, out_dtype=None):
 
 
 #: torch's grouped matmuls, read off torch's C bindings: export's tracing replaces ``torch._grouped_mm``
-#: for a while (exporter.torch_ops.cpu_safe_grouped_mm), and this module may be imported then
+#: for a while (frontend.torch_ops.cpu_safe_grouped_mm), and this module may be imported then
 _GROUPED_MMS = {
     f
     for f in (

@@ -24,7 +24,7 @@ from thunder_aot.backends.triton.pointwise import NUM_WARPS as POINTWISE_WARPS
 from thunder_aot.backends.triton.routing import RoutingProgram
 from thunder_aot.backends.triton.schedule import MOVE_WARPS
 from thunder_aot.backends.triton.topk import topk_view
-from thunder_aot.model import DimRange, DType, Region
+from thunder_aot.ir import DimRange, DType, Region
 
 
 class TritonBackend(Backend):
@@ -63,16 +63,18 @@ class TritonBackend(Backend):
     # its kernels load a slice of an input's rows at an offset; a region whose slice they cannot
     # lower runs as its source's torch calls (with a view of the part)
     slices_region_inputs = True
-    # its pointwise kernels load an input at the rows an index input names (exporter.gather)
+    # its pointwise kernels load an input at the rows an index input names (passes.move_gathers_into_kernels)
     gathers_region_inputs = True
     joins_regions = True
-    # its one-program kernels sort bounded ids and count them (exporter.routing)
+    # its one-program kernels sort bounded ids and count them (passes.fuse_moe_routing)
     fuses_routing = True
-    # its kernels write the outputs they allocate, so a copy of a permuted view is a kernel (exporter.copies)
+    # its kernels write the outputs they allocate, so a copy of a permuted view is a kernel
+    # (passes.copies_as_kernels)
     copies_as_kernels = True
-    # its kernels store a transposed key as computed; the matmul reads a view (exporter.views)
+    # its kernels store a transposed key as computed; the matmul reads a view
+    # (passes.transposed_outputs_as_views)
     views_for_strided_readers = True
-    # a router's top-k is one kernel (exporter.topk, backends/triton/topk.py)
+    # a router's top-k is one kernel (passes.topk_as_regions, backends/triton/topk.py)
     fuses_topk = True
 
     def __init__(self) -> None:
@@ -110,12 +112,12 @@ class TritonBackend(Backend):
         over its outputs' elements (views inside); else the torch calls it came from."""
         if not _has_triton_types(region):
             return self.torch.source_view(region, dims)
-        if region.ops and region.ops[0].prim == "sort_bounded":  # exporter.routing's region
+        if region.ops and region.ops[0].prim == "sort_bounded":  # passes.fuse_moe_routing's region
             try:
                 return self._routing_view(region, dims)
             except Unsupported:
                 return self.torch.source_view(region, dims)
-        if region.ops and region.ops[0].prim == "topk":  # exporter.topk's region
+        if region.ops and region.ops[0].prim == "topk":  # passes.topk_as_regions's region
             try:
                 return topk_view(region, dims, _allocation)
             except Unsupported:

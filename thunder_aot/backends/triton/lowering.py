@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from thunder_aot.backends.base import Line, nested, render_const
 from thunder_aot.backends.triton.schedule import schedule
-from thunder_aot.model import Const, DimRange, DType, PrimOp, Ref, Region, SizeArg, SymDim, TensorSpec, Value
+from thunder_aot.ir import Const, DimRange, DType, PrimOp, Ref, Region, SizeArg, SymDim, TensorSpec, Value
 
 TL_DTYPES = {
     "bool": "tl.int1",

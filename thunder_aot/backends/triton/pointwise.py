@@ -40,7 +40,7 @@ from thunder_aot.backends.triton.lowering import (
     pow_text,
 )
 from thunder_aot.backends.triton.schedule import MAX_BLOCK, Schedule, _next_pow2, dense, schedule
-from thunder_aot.model import Const, Dim, DimRange, DType, PrimOp, Ref, Region, Seq, SizeArg, SymDim, Value
+from thunder_aot.ir import Const, Dim, DimRange, DType, PrimOp, Ref, Region, Seq, SizeArg, SymDim, Value
 
 #: elements per program and warps: a flat pointwise kernel's usual tile (1024 lanes, as TILE_LANES)
 BLOCK = 1024

@@ -1,4 +1,4 @@
-"""Lowering of a routing region (exporter.routing: the sort of a mixture of experts' ids and what
+"""Lowering of a routing region (passes.fuse_moe_routing: the sort of a mixture of experts' ids and what
 follows from it alone) as one program over whole 1-D tensors: every value of the sort's length is a
 [BLOCK] vector of the one program (``offs``, masked at the run-time length N), every histogram a
 [bins] vector.
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from thunder_aot.backends.base import Line, source_comments
 from thunder_aot.backends.triton.lowering import TL_DTYPES, Unsupported
 from thunder_aot.backends.triton.schedule import ROUTING_WARPS, _next_pow2
-from thunder_aot.model import Const, DimRange, DType, PrimOp, Ref, Region
+from thunder_aot.ir import Const, DimRange, DType, PrimOp, Ref, Region
 
 #: the longest sort one program takes (keys in registers: 32 per thread at 8 warps)
 MAX_BLOCK = 8192

@@ -1,4 +1,4 @@
-"""Lowering of a ``topk`` region (exporter.topk) as one kernel: each program takes a tile of rows
+"""Lowering of a ``topk`` region (passes.topk_as_regions) as one kernel: each program takes a tile of rows
 of the input's last dim, and picks k times the largest value left in each row.
 
 torch.topk's order: NaN above every number; among equal values (-0.0 and 0.0 apart) the lowest
@@ -16,7 +16,7 @@ from thunder_aot.backends.base import Line, render_dim
 from thunder_aot.backends.triton.launch import TritonRegionView, numel_text
 from thunder_aot.backends.triton.lowering import TL_DTYPES, Unsupported
 from thunder_aot.backends.triton.schedule import schedule
-from thunder_aot.model import Const, DimRange, Ref, Region
+from thunder_aot.ir import Const, DimRange, Ref, Region
 
 #: the floats whose values compare exactly as float32 bits (a 16-bit float widens exactly)
 _FLOATS = frozenset({"float32", "bfloat16", "float16"})

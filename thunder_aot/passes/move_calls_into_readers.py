@@ -1,4 +1,5 @@
-"""Torch calls into the kernels that read them: the driver that exporter.gather and exporter.slices share."""
+"""Torch calls into the kernels that read them: the driver that passes.move_gathers_into_kernels and
+passes.move_slices_into_kernels share."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import TypeVar
 
-from thunder_aot.model import BucketProgram, Region, TensorSpec, TorchCall, step_reads, writes_in_place
+from thunder_aot.ir import BucketProgram, Region, TensorSpec, TorchCall, step_reads, writes_in_place
 
 Parsed = TypeVar("Parsed")
 

@@ -17,19 +17,20 @@ from __future__ import annotations
 import dataclasses
 
 from thunder_aot.errors import ExportError
-from thunder_aot.model import (
+from thunder_aot.ir import (
     Bucket,
     BucketProgram,
     Const,
     DimRange,
     PrimOp,
-    Ref,
     SizeArg,
     SymDim,
     TensorSpec,
     TorchCall,
-    Value,
+    renamed,
+    value_names,
 )
+from thunder_aot.shapes import env_inside
 
 
 class _Mismatch(Exception):
@@ -124,51 +125,16 @@ def _unify_field(name: str, items: list[object], envs: list[dict[str, int]], pat
         return ()
 
 
-def _value_names(obj: object, out: list[str]) -> list[str]:
-    """Every value name ``obj`` mentions (definitions and references), in traversal order."""
-    if isinstance(obj, (Value, Ref)):
-        out.append(obj.name)
-    elif isinstance(obj, BucketProgram):
-        _value_names((obj.inputs, obj.steps), out)
-        out.extend(obj.outputs)
-    elif dataclasses.is_dataclass(obj) and not isinstance(obj, Bucket):
-        for f in dataclasses.fields(obj):
-            _value_names(getattr(obj, f.name), out)
-    elif isinstance(obj, tuple):
-        for item in obj:
-            _value_names(item, out)
-    return out
-
-
-def _renamed(obj: object, names: dict[str, str]) -> object:
-    if isinstance(obj, (Value, Ref)):
-        return dataclasses.replace(obj, name=names.get(obj.name, obj.name))
-    if isinstance(obj, BucketProgram):
-        return dataclasses.replace(
-            obj,
-            inputs=_renamed(obj.inputs, names),
-            steps=_renamed(obj.steps, names),
-            outputs=tuple(names.get(n, n) for n in obj.outputs),
-        )
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, Bucket):
-        return dataclasses.replace(
-            obj, **{f.name: _renamed(getattr(obj, f.name), names) for f in dataclasses.fields(obj)}
-        )
-    if isinstance(obj, tuple):
-        return tuple(_renamed(item, names) for item in obj)
-    return obj
-
-
 def align_names(program: BucketProgram, like: BucketProgram) -> BucketProgram:
     """``program`` with its values named as ``like`` names the value in the same place (by first
     mention). Thunder numbers its proxies with a counter that other work in the trace may advance,
     so two traces of one computation can differ in names alone; the rename is one-to-one, so a
     trace that differs in structure still differs after it."""
-    ours = list(dict.fromkeys(_value_names(program, [])))
-    theirs = list(dict.fromkeys(_value_names(like, [])))
+    ours = list(dict.fromkeys(value_names(program, [])))
+    theirs = list(dict.fromkeys(value_names(like, [])))
     if len(ours) != len(theirs) or ours == theirs:
         return program
-    return _renamed(program, dict(zip(ours, theirs)))  # type: ignore[return-value]
+    return renamed(program, dict(zip(ours, theirs)))  # type: ignore[return-value]
 
 
 def generalize(programs: list[BucketProgram], envs: list[dict[str, int]]) -> BucketProgram:
@@ -226,25 +192,6 @@ def _same_program(general: BucketProgram, concrete: BucketProgram, env: dict[str
     at = instantiate((general.inputs, general.steps, general.outputs), env)
     concrete = align_names(concrete, general)
     return first_difference(at, (concrete.inputs, concrete.steps, concrete.outputs)) is None
-
-
-def env_inside(outer: Bucket, inner: Bucket) -> dict[str, int] | None:
-    """The sizes of ``outer``'s dynamic dims at which it has the exact bucket ``inner``'s shapes
-    (None when ``inner`` is not inside ``outer``)."""
-    env: dict[str, int] = {}
-    for o, i in zip(outer.inputs, inner.inputs):
-        if len(o.shape) != len(i.shape) or o.dtype != i.dtype:
-            return None
-        for d, size in zip(o.shape, i.shape):
-            if isinstance(d, SymDim):
-                value = d.solve(size)
-                if value is None or env.setdefault(d.name, value) != value:
-                    return None
-            elif d != size:
-                return None
-    if not all(r.lo <= env[r.name] <= r.hi for r in outer.dims):
-        return None
-    return env
 
 
 def _over_sizes(group: list[tuple[Bucket, BucketProgram]], taken: set[str]) -> BucketProgram | None:

@@ -22,9 +22,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from thunder_aot.exporter.gather import INDEX_DTYPES
-from thunder_aot.exporter.trace import FUSION_PREFIX
-from thunder_aot.model import (
+from thunder_aot.ir import (
+    FUSION_PREFIX,
     BucketProgram,
     Const,
     PrimOp,
@@ -36,6 +35,8 @@ from thunder_aot.model import (
     step_reads,
     writes_in_place,
 )
+from thunder_aot.passes.base import Pass
+from thunder_aot.passes.move_gathers_into_kernels import INDEX_DTYPES
 
 #: torch calls that give their input's elements in another shape (the ids flattened)
 _VIEWS = frozenset({"torch.reshape", "torch.Tensor.reshape", "torch.Tensor.view", "torch.flatten"})
@@ -250,3 +251,10 @@ def _routing_region(program, steps, i, sort: PrimOp, specs, producers, makes_ker
         return None
     new_steps = [region if k == i else s for k, s in enumerate(steps) if k == i or k not in taken]
     return dataclasses.replace(program, steps=tuple(new_steps))
+
+
+PASS = Pass(
+    "fuse_moe_routing",
+    lambda program, kernels: fuse_routing(program, kernels.makes_kernel),
+    requires="fuses_routing",
+)

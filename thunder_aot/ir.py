@@ -9,7 +9,13 @@ dimension (times a constant), so that one program serves every shape in its buck
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+
+#: the name prefix of the regions Thunder's fusion pass makes (and of those passes make)
+FUSION_PREFIX = "aotFusion"
+#: the torch call of a linear layer (merged projections and their slices)
+LINEAR = "torch.nn.functional.linear"
 
 
 @dataclass(frozen=True, order=True)
@@ -235,7 +241,7 @@ class ProgramInput:
 class MergedWeight:
     """Parameters concatenated along their first dim into one tensor that one matmul reads (the
     q/k/v projections, gate/up): the generated module holds it as the non-persistent buffer
-    ``key`` and keeps each member parameter as a view of it (see ``exporter.merge``)."""
+    ``key`` and keeps each member parameter as a view of it (see ``passes.merge_projections``)."""
 
     key: str  # the buffer's state key ("self_attn.merged_q_proj_k_proj_v_proj_weight")
     members: tuple[str, ...]  # the parameters' state keys, in the order they are concatenated
@@ -296,3 +302,48 @@ class Program:
     fallback: bool = False  # a shape outside every bucket runs the source module's eager code path
     attributes: tuple[tuple[str, object], ...] = ()  # settings baked in at export, checked by from_module
     merged: tuple[MergedWeight, ...] = ()  # the concatenated parameters (inputs of kind "merged")
+
+
+def value_names(obj: object, out: list[str]) -> list[str]:
+    """Every value name ``obj`` mentions (definitions and references), in traversal order."""
+    if isinstance(obj, (Value, Ref)):
+        out.append(obj.name)
+    elif isinstance(obj, BucketProgram):
+        value_names((obj.inputs, obj.steps), out)
+        out.extend(obj.outputs)
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, Bucket):
+        for f in dataclasses.fields(obj):
+            value_names(getattr(obj, f.name), out)
+    elif isinstance(obj, tuple):
+        for item in obj:
+            value_names(item, out)
+    return out
+
+
+def renamed(obj: object, names: dict[str, str]) -> object:
+    """``obj`` (a program, step, value or a tuple of them) with each value named ``n`` in ``names``
+    renamed ``names[n]``."""
+    if isinstance(obj, (Value, Ref)):
+        return dataclasses.replace(obj, name=names.get(obj.name, obj.name))
+    if isinstance(obj, BucketProgram):
+        return dataclasses.replace(
+            obj,
+            inputs=renamed(obj.inputs, names),
+            steps=renamed(obj.steps, names),
+            outputs=tuple(names.get(n, n) for n in obj.outputs),
+        )
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, Bucket):
+        return dataclasses.replace(
+            obj, **{f.name: renamed(getattr(obj, f.name), names) for f in dataclasses.fields(obj)}
+        )
+    if isinstance(obj, tuple):
+        return tuple(renamed(item, names) for item in obj)
+    return obj
+
+
+def value_specs(program: BucketProgram) -> dict[str, TensorSpec]:
+    """Every value's spec in ``program``: its inputs' and every step's outputs'."""
+    specs = {v.name: v.spec for v in program.inputs}
+    for step in program.steps:
+        specs.update({o.name: o.spec for o in step.outputs})
+    return specs

@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from thunder_aot.model import (
+from thunder_aot.ir import (
     BucketProgram,
     Const,
     Ref,
@@ -35,6 +35,7 @@ from thunder_aot.model import (
     op_reads,
     step_reads,
 )
+from thunder_aot.passes.base import Pass
 
 #: torch calls that read an operand through its strides at no cost (no copy of a permuted view)
 STRIDED_READERS = frozenset({"torch.matmul", "torch.Tensor.matmul", "torch.bmm", "torch.Tensor.bmm"})
@@ -107,3 +108,10 @@ def transposed_outputs_as_views(
                 break
         else:
             return program
+
+
+PASS = Pass(
+    "transposed_outputs_as_views",
+    lambda program, kernels: transposed_outputs_as_views(program, kernels.makes_kernel),
+    requires="views_for_strided_readers",
+)

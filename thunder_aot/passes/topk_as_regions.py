@@ -16,8 +16,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from thunder_aot.exporter.trace import FUSION_PREFIX
-from thunder_aot.model import BucketProgram, Const, PrimOp, Ref, Region, TorchCall, Value
+from thunder_aot.ir import FUSION_PREFIX, BucketProgram, Const, PrimOp, Ref, Region, TorchCall, Value
+from thunder_aot.passes.base import Pass
 
 TOPKS = frozenset({"torch.topk", "torch.Tensor.topk"})
 #: the widest row (experts) the prim takes: one program's lanes hold a row
@@ -96,3 +96,10 @@ def topk_regions(program: BucketProgram, makes_kernel: Callable[[Region], bool])
             steps[i] = region
             count += 1
     return dataclasses.replace(program, steps=tuple(steps)) if count else program
+
+
+PASS = Pass(
+    "topk_as_regions",
+    lambda program, kernels: topk_regions(program, kernels.makes_kernel),
+    requires="fuses_topk",
+)

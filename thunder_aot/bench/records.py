@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from thunder_aot.model import Bucket, dim_value
+from thunder_aot.ir import Bucket, dim_value
 
 Call = Callable[[], object]
 

@@ -6,7 +6,8 @@ groups them with Thunder's data-dependent partitioner (``fuse_bound_symbols``), 
 torch.compile executor does. Everything it does not claim is executed by Thunder's torch
 executor and ends up in the execution trace as a plain torch call.
 
-This module is the only one (with :mod:`thunder_aot.exporter.lower`) that imports thunder.
+This module imports Thunder first, with its warnings silenced; :mod:`.lower` and :mod:`.torch_ops`
+import it after (the package imports this module first).
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ from dataclasses import dataclass
 import torch
 
 from thunder_aot.errors import ExportError
+from thunder_aot.ir import FUSION_PREFIX
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # thunder warns about optional executors it cannot find
     import thunder
     from thunder.core import prims, utils
-    from thunder.core.proxies import Proxy, unvariableify
+    from thunder.core.proxies import NumberProxy, Proxy, unvariableify
     from thunder.core.symbol import BoundSymbol
     from thunder.core.trace import TraceCtx, from_trace, tracectx
     from thunder.core.transform_common import dce
@@ -34,7 +36,7 @@ with warnings.catch_warnings():
     from thunder.executors.utils import Region as ThunderRegion
     from thunder.extend import FusionExecutor
 
-FUSION_PREFIX = "aotFusion"
+from thunder_aot.frontend import torch_ops  # noqa: E402  (after the quiet import of Thunder above)
 
 #: top-level packages whose frames are never the source line an op is attributed to
 LIBRARY_PACKAGES = frozenset({"thunder", "torch"})
@@ -92,8 +94,6 @@ def _dtypes_compare_with_torchs():
 def _tracing_as_torch_runs():
     """What Thunder's interpreter needs to see a forward as torch runs it (see the two above), and
     grouped matmuls that run on the CPU copy it traces (:func:`torch_ops.cpu_safe_grouped_mm`)."""
-    from thunder_aot.exporter import torch_ops
-
     with _ops_attributed_to_user_lines(), _dtypes_compare_with_torchs(), torch_ops.cpu_safe_grouped_mm():
         yield
 
@@ -320,8 +320,6 @@ def trace_module(
     claimable: Iterable[prims.PrimIDs],
 ) -> TracedBucket:
     """Trace ``module(*args)`` with Thunder (no grad) and return its execution trace."""
-    from thunder_aot.exporter import torch_ops
-
     executor = AotFusionExecutor(claimable)
     jitted = thunder.jit(module, executors=[executor, torch_ops.executor])
     try:
@@ -402,12 +400,8 @@ def size_conditions(
     symbolic sizes (``cache="symbolic values"``): Thunder records each comparison of a size as a
     top-level prim of the first computation trace; one whose result no later op reads went to
     Python's control flow. None where Thunder cannot trace the module so."""
-    from thunder.core.proxies import NumberProxy
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Thunder calls its symbolic sizes experimental
-        from thunder_aot.exporter import torch_ops
-
         jitted = thunder.jit(module, cache="symbolic values", executors=[torch_ops.executor])
     try:
         with torch.no_grad(), warnings.catch_warnings(), _tracing_as_torch_runs():

@@ -1,8 +1,9 @@
 """Joined regions: a region whose first reader is another region becomes part of that region.
 
 Thunder's fusion pass leaves neighbouring regions apart where a torch call stood between them
-(a gather that ``exporter.gather`` has since moved into its reader, a write-back that
-``exporter.writeback`` dropped) or where its own merge stopped: transformers' grouped-mm experts
+(a gather that ``passes.move_gathers_into_kernels`` has since moved into its reader, a write-back that
+``passes.drop_unobserved_write_backs`` dropped) or where its own merge stopped: transformers' grouped-mm
+experts
 end up with a bias add and the activation it feeds, the down projection's bias add and the
 routing-weight product, the residual norm and its cast, each as two kernels that pass a tensor
 through memory. Where region ``A``'s outputs are first read by region ``B``, nothing in between
@@ -20,7 +21,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from thunder_aot.model import BucketProgram, Region, arg_refs, step_reads, writes_in_place
+from thunder_aot.ir import BucketProgram, Region, arg_refs, step_reads, writes_in_place
+from thunder_aot.passes.base import Pass
 
 #: prims whose every output element reads many input elements: a region with one is never
 #: recomputed per element of its reader
@@ -100,3 +102,10 @@ def join_regions(program: BucketProgram, makes_kernel: Callable[[Region], bool])
             break
         else:
             return program
+
+
+PASS = Pass(
+    "join_regions",
+    lambda program, kernels: join_regions(program, kernels.makes_kernel),
+    requires="joins_regions",
+)

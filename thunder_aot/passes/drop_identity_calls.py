@@ -10,8 +10,8 @@ computed at run time) is kept.
 
 from __future__ import annotations
 
-from thunder_aot.exporter.generalize import _renamed
-from thunder_aot.model import Arg, BucketProgram, Const, Ref, Region, TorchCall
+from thunder_aot.ir import Arg, BucketProgram, Const, Ref, Region, TorchCall, renamed
+from thunder_aot.passes.base import Pass
 
 #: the parameters, in order, of the dropout family (functional spellings and torch's own)
 _DROPOUT_PARAMS = ("input", "p", "training", "inplace")
@@ -33,6 +33,7 @@ DROPOUTS.update(
         "torch.feature_dropout": ("input", "p", "train"),
     }
 )
+
 #: the defaults of the parameters above that a call may leave out
 _DEFAULTS = {"p": 0.5, "training": True, "inplace": False}
 
@@ -79,7 +80,7 @@ def drop_identity_calls(program: BucketProgram) -> BucketProgram:
     for step in program.steps:
         source = returns_its_input(step) if isinstance(step, TorchCall) else None
         if source is None:
-            kept.append(_renamed(step, names))
+            kept.append(renamed(step, names))
         else:
             names[step.outputs[0].name] = names.get(source, source)
     if not names:
@@ -93,3 +94,6 @@ def drop_identity_calls(program: BucketProgram) -> BucketProgram:
         steps=tuple(kept),
         outputs=tuple(names.get(n, n) for n in program.outputs),
     )
+
+
+PASS = Pass("drop_identity_calls", lambda program, _kernels: drop_identity_calls(program))

@@ -18,8 +18,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from thunder_aot.exporter.absorb import absorb_into_readers
-from thunder_aot.model import BucketProgram, Const, PrimOp, Ref, Region, TorchCall, Value
+from thunder_aot.ir import BucketProgram, Const, PrimOp, Ref, Region, TorchCall, Value
+from thunder_aot.passes.base import Pass
+from thunder_aot.passes.move_calls_into_readers import absorb_into_readers
 
 GETITEM = "torch.Tensor.__getitem__"
 INDEX_DTYPES = frozenset({"int64", "int32"})
@@ -73,3 +74,10 @@ def absorb_gathers(program: BucketProgram, makes_kernel: Callable[[Region], bool
         _gather_parts,
         lambda region, call, parts, specs: _with_take(region, call, *parts, specs),
     )
+
+
+PASS = Pass(
+    "move_gathers_into_kernels",
+    lambda program, kernels: absorb_gathers(program, kernels.makes_kernel),
+    requires="gathers_region_inputs",
+)

@@ -34,7 +34,7 @@ from collections.abc import Callable
 
 import torch
 
-from thunder_aot.bench.model import Call, Measurement, Report
+from thunder_aot.bench.records import Call, Measurement, Report
 from thunder_aot.bench.timing import copy_bandwidth_gb_per_s, device_time_us, interleaved_times
 from thunder_aot.errors import ExportError
 
@@ -165,8 +165,8 @@ def run_model_bench(
 ) -> Report:
     from thunder_aot import replace
     from thunder_aot.api import export
-    from thunder_aot.exporter import versions
-    from thunder_aot.exporter.resolve import resolve_module
+    from thunder_aot.codegen.header import versions
+    from thunder_aot.frontend.resolve import resolve_module
     from thunder_aot.layers import (
         DecoderLayerMaskCall,
         DecoderStackCall,

@@ -22,8 +22,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from thunder_aot.exporter.absorb import absorb_into_readers
-from thunder_aot.model import (
+from thunder_aot.ir import (
     BucketProgram,
     Const,
     Dim,
@@ -38,6 +37,8 @@ from thunder_aot.model import (
     Value,
     dim_arg,
 )
+from thunder_aot.passes.base import Pass
+from thunder_aot.passes.move_calls_into_readers import absorb_into_readers
 
 GETITEM = "torch.Tensor.__getitem__"
 
@@ -194,3 +195,10 @@ def absorb_slices(program: BucketProgram, makes_kernel: Callable[[Region], bool]
             region, call, index, specs, _fresh(call.outputs[0].name, set(specs))
         ),
     )
+
+
+PASS = Pass(
+    "move_slices_into_kernels",
+    lambda program, kernels: absorb_slices(program, kernels.makes_kernel),
+    requires="slices_region_inputs",
+)

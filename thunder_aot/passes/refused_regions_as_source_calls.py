@@ -19,7 +19,7 @@ from collections.abc import Callable, Collection
 from typing import TypeVar
 
 from thunder_aot.errors import ExportError
-from thunder_aot.model import Program, Region
+from thunder_aot.ir import Program, Region
 
 #: the most regions tried one at a time (each try verifies the whole module again); past it, only
 #: all of them at once

@@ -15,8 +15,18 @@ broadcast or a dtype cast.
 
 from __future__ import annotations
 
-from thunder_aot.exporter.generalize import _renamed
-from thunder_aot.model import VIEW_PRIMS, BucketProgram, Ref, Region, Step, TorchCall, arg_refs, step_reads
+from thunder_aot.ir import (
+    VIEW_PRIMS,
+    BucketProgram,
+    Ref,
+    Region,
+    Step,
+    TorchCall,
+    arg_refs,
+    renamed,
+    step_reads,
+)
+from thunder_aot.passes.base import Pass
 
 COPY = "torch.Tensor.copy_"
 
@@ -117,7 +127,7 @@ def drop_unobserved_write_backs(program: BucketProgram) -> BucketProgram:
             if not _readers_keep_no_view([s for k, s in enumerate(steps) if k != i], dst, specs):
                 continue
             names = {dst: src, step.outputs[0].name: src}
-            later = _renamed(tuple(steps[i + 1 :]), names)
+            later = renamed(tuple(steps[i + 1 :]), names)
             program = BucketProgram(
                 index=program.index,
                 bucket=program.bucket,
@@ -128,3 +138,6 @@ def drop_unobserved_write_backs(program: BucketProgram) -> BucketProgram:
             break
         else:
             return program
+
+
+PASS = Pass("drop_unobserved_write_backs", lambda program, _kernels: drop_unobserved_write_backs(program))

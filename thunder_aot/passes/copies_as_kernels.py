@@ -1,21 +1,14 @@
-"""Copies as kernels, and calls that copy nothing dropped.
+"""Copies as kernels: ``y.transpose(...)`` / ``.permute(...)`` then ``.contiguous()``, where ``y``
+comes contiguous from a matmul or a kernel, becomes a region of one ``transpose`` prim.
 
 Thunder's fusion pass leaves a model's layout changes between matmuls to torch: eager attention's
 ``attn_output.transpose(1, 2).contiguous()`` after its second matmul is a transpose view and one
-copy kernel that torch launches; ``x.reshape(...).contiguous()`` after it, and transformers'
-grouped-mm experts' ``input.to(weight.dtype)`` on a tensor of that dtype already, copy nothing
-but are calls on every forward. Two rewrites, both leaving every value as eager computes it:
-
-- :func:`drop_no_op_calls`: ``x.to(dtype)`` where ``x`` has that dtype (no device, no
-  ``copy=True``), and ``x.contiguous()`` where ``x`` is contiguous whatever the inputs' layouts (made
-  by a ``contiguous`` call, by a kernel that writes what it allocated, or a reshape of one): the
-  readers read ``x``. Kept where the program returns the call's value.
-- :func:`copies_to_regions`: ``y.transpose(...)`` / ``.permute(...)`` then ``.contiguous()``, where
-  ``y`` comes contiguous from a matmul or a kernel, becomes a region of one ``transpose`` prim: a
-  kernel the backend launches, or one that :mod:`exporter.join` puts into the region that reads it
-  (no copy at all); its torch calls stay its source-level fallback. A transposed view of what
-  another op returns permuted (sdpa's output, laid out as ``(batch, seq, heads, dim)`` by the GPU's
-  attention kernels, whose ``transpose(1, 2).contiguous()`` copies nothing) stays torch calls.
+copy kernel that torch launches. Made a region, it is a kernel the backend launches, or one that
+:mod:`passes.join_regions` puts into the region that reads it (no copy at all); its torch calls stay
+its source-level fallback. A transposed view of what another op returns permuted (sdpa's output,
+laid out as ``(batch, seq, heads, dim)`` by the GPU's attention kernels, whose
+``transpose(1, 2).contiguous()`` copies nothing) stays torch calls. Every value stays as eager
+computes it.
 """
 
 from __future__ import annotations
@@ -23,12 +16,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from thunder_aot.exporter.generalize import _renamed
-from thunder_aot.exporter.trace import FUSION_PREFIX
-from thunder_aot.model import (
+from thunder_aot.ir import (
+    FUSION_PREFIX,
     BucketProgram,
     Const,
-    DType,
     PrimOp,
     Ref,
     Region,
@@ -36,12 +27,11 @@ from thunder_aot.model import (
     Step,
     TorchCall,
     step_reads,
+    value_specs,
 )
+from thunder_aot.passes.base import Pass
+from thunder_aot.passes.drop_no_op_calls import CONTIGUOUS, contiguous_values, is_contiguous_call
 
-TO = "torch.Tensor.to"
-CONTIGUOUS = "torch.Tensor.contiguous"
-#: views that keep a contiguous tensor contiguous
-RESHAPES = frozenset({"torch.reshape", "torch.Tensor.reshape", "torch.Tensor.view"})
 #: views that permute their argument's dims
 TRANSPOSES = frozenset({"torch.transpose", "torch.Tensor.transpose", "torch.permute", "torch.Tensor.permute"})
 #: torch calls whose results are laid out contiguously as torch computes them on the GPU (a copy
@@ -58,85 +48,6 @@ CONTIGUOUS_RESULTS = frozenset(
         CONTIGUOUS,
     }
 )
-
-
-def _kwargs(call: TorchCall) -> dict:
-    return dict(call.kwargs)
-
-
-def _is_no_op_to(call: TorchCall, specs: dict) -> bool:
-    """``x.to(dtype)`` / ``x.to(dtype=..., copy=False)`` with ``x`` of that dtype already."""
-    if call.target != TO or len(call.outputs) != 1 or not call.args or not isinstance(call.args[0], Ref):
-        return False
-    kwargs = _kwargs(call)
-    if set(kwargs) - {"dtype", "copy", "non_blocking"} or kwargs.get("copy", Const(False)) != Const(False):
-        return False
-    dtypes = [a for a in (*call.args[1:], kwargs.get("dtype")) if a is not None]
-    if len(dtypes) != 1 or not isinstance(dtypes[0], DType) or len(call.args) > 2:
-        return False
-    source = specs.get(call.args[0].name)
-    return source is not None and source.dtype == dtypes[0].name == call.outputs[0].spec.dtype
-
-
-def _is_contiguous_call(call: Step) -> bool:
-    if (
-        not isinstance(call, TorchCall)
-        or call.target != CONTIGUOUS
-        or len(call.args) != 1
-        or not isinstance(call.args[0], Ref)
-        or len(call.outputs) != 1
-    ):
-        return False
-    fmt = _kwargs(call).get("memory_format")
-    return set(_kwargs(call)) <= {"memory_format"} and (
-        fmt is None or getattr(fmt, "name", "") == "torch.contiguous_format"
-    )
-
-
-def _specs(program: BucketProgram) -> dict:
-    specs = {v.name: v.spec for v in program.inputs}
-    for step in program.steps:
-        specs.update({o.name: o.spec for o in step.outputs})
-    return specs
-
-
-def _contiguous_values(steps: list[Step], contiguous_outputs: Callable[[Region], set[str]]) -> set[str]:
-    """The values contiguous whatever layouts the program's inputs have."""
-    known: set[str] = set()
-    for step in steps:
-        if isinstance(step, Region):
-            known |= contiguous_outputs(step)
-        elif _is_contiguous_call(step):
-            known.add(step.outputs[0].name)
-        elif (
-            step.target in RESHAPES
-            and step.args
-            and isinstance(step.args[0], Ref)
-            and step.args[0].name in known
-        ):
-            known.update(o.name for o in step.outputs)
-    return known
-
-
-def drop_no_op_calls(
-    program: BucketProgram, contiguous_outputs: Callable[[Region], set[str]]
-) -> BucketProgram:
-    """``program`` without the ``to`` and ``contiguous`` calls that return their argument."""
-    while True:
-        steps = list(program.steps)
-        specs = _specs(program)
-        known = _contiguous_values(steps, contiguous_outputs)
-        for i, step in enumerate(steps):
-            if not isinstance(step, TorchCall) or step.outputs[0].name in program.outputs:
-                continue
-            if _is_no_op_to(step, specs) or (_is_contiguous_call(step) and step.args[0].name in known):
-                names = {step.outputs[0].name: step.args[0].name}
-                program = dataclasses.replace(
-                    program, steps=tuple(steps[:i]) + _renamed(tuple(steps[i + 1 :]), names)
-                )
-                break
-        else:
-            return program
 
 
 def _permutation(call: TorchCall, rank: int) -> tuple[int, ...] | None:
@@ -178,7 +89,7 @@ def _copy_region(
     """The region that ``steps[k]`` (a ``contiguous`` call) and the transposes it copies become,
     with the indices of those transposes; None where it is not such a copy."""
     call = steps[k]
-    if not _is_contiguous_call(call):
+    if not is_contiguous_call(call):
         return None
     chain, name, perm = [], call.args[0].name, None
     while name in producer and isinstance(steps[producer[name]], TorchCall):
@@ -218,9 +129,9 @@ def copies_to_regions(
     start, count = 0, 0
     while True:
         steps = list(program.steps)
-        specs = _specs(program)
+        specs = value_specs(program)
         producer = {o.name: i for i, s in enumerate(steps) for o in s.outputs}
-        made = _contiguous_values(steps, contiguous_outputs) | {
+        made = contiguous_values(steps, contiguous_outputs) | {
             o.name
             for s in steps
             if isinstance(s, TorchCall) and s.target in CONTIGUOUS_RESULTS
@@ -239,3 +150,10 @@ def copies_to_regions(
             break
         else:
             return program
+
+
+PASS = Pass(
+    "copies_as_kernels",
+    lambda program, kernels: copies_to_regions(program, kernels.contiguous_outputs, kernels.makes_kernel),
+    requires="copies_as_kernels",
+)

@@ -18,7 +18,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from thunder_aot.model import BucketProgram, Region, TorchCall, op_reads, step_reads
+from thunder_aot.ir import BucketProgram, Region, TorchCall, op_reads, step_reads
+from thunder_aot.passes.base import Pass
 
 
 def components(region: Region) -> list[list[int]]:
@@ -131,3 +132,6 @@ def split_regions(program: BucketProgram, makes_kernel: Callable[[Region], bool]
                 continue
         steps.append(step)
     return dataclasses.replace(program, steps=tuple(steps))
+
+
+PASS = Pass("split_regions", lambda program, kernels: split_regions(program, kernels.makes_kernel))

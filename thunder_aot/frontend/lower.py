@@ -1,4 +1,4 @@
-"""Lower a Thunder execution trace into the typed model (:mod:`thunder_aot.model`)."""
+"""Lower a Thunder execution trace into the typed model (:mod:`thunder_aot.ir`)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,15 @@ import keyword
 import linecache
 import re
 import sys
+import warnings
 from pathlib import Path
 
 import torch
-from thunder.core import devices, dtypes, prims  # noqa: E402  (trace.py imported thunder quietly)
-from thunder.core.proxies import NumberProxy, TensorProxy
 
 from thunder_aot.errors import ExportError
-from thunder_aot.exporter.trace import FUSION_PREFIX, TracedBucket
-from thunder_aot.model import (
+from thunder_aot.frontend.trace import TracedBucket
+from thunder_aot.ir import (
+    FUSION_PREFIX,
     Arg,
     Bucket,
     BucketProgram,
@@ -36,6 +36,11 @@ from thunder_aot.model import (
     Value,
     step_reads,
 )
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # Thunder warns about optional executors it cannot find
+    from thunder.core import devices, dtypes, prims
+    from thunder.core.proxies import NumberProxy, TensorProxy
 
 # Names the generated code uses at module level; a traced value with one of these names is renamed.
 RESERVED_NAMES = frozenset(

@@ -8,7 +8,7 @@ the tensor before the last copy and no other in-place write comes between, the t
 the concatenation of the copied values, each broadcast to its slice (``copy_`` broadcasts; an
 ``expand`` only the copy reads is that broadcast). This pass makes it a region of ``broadcast_in_dim``
 and ``cat`` prims at the last copy's place, where the backend makes a kernel of it: one kernel, which
-``exporter.join`` may then put into the kernel that computes the copied values. Elsewhere the calls
+``passes.join_regions`` may then put into the kernel that computes the copied values. Elsewhere the calls
 stay as they are.
 """
 
@@ -17,9 +17,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from thunder_aot.exporter.copies import _specs
-from thunder_aot.exporter.trace import FUSION_PREFIX
-from thunder_aot.model import (
+from thunder_aot.ir import (
+    FUSION_PREFIX,
     BucketProgram,
     Const,
     PrimOp,
@@ -34,8 +33,10 @@ from thunder_aot.model import (
     Value,
     dim_arg,
     step_reads,
+    value_specs,
     writes_in_place,
 )
+from thunder_aot.passes.base import Pass
 
 EMPTIES = frozenset({"torch.Tensor.new_empty", "torch.empty"})
 GETITEM = "torch.Tensor.__getitem__"
@@ -182,7 +183,7 @@ def fills_to_regions(program: BucketProgram, makes_kernel: Callable[[Region], bo
     count = 0
     while True:
         steps = list(program.steps)
-        specs = _specs(program)
+        specs = value_specs(program)
         outputs = set(program.outputs)
         for k in range(len(steps)):
             found = _fill(steps, k, specs, outputs)
@@ -201,3 +202,10 @@ def fills_to_regions(program: BucketProgram, makes_kernel: Callable[[Region], bo
             break
         else:
             return program
+
+
+PASS = Pass(
+    "fills_as_concatenations",
+    lambda program, kernels: fills_to_regions(program, kernels.makes_kernel),
+    requires="copies_as_kernels",
+)

@@ -3,7 +3,7 @@
 Attention's q/k/v projections and a gated MLP's gate/up projections each read the same tensor.
 Where a program calls ``linear(x, W_i, b_i)`` for several parameters ``W_i`` of one dtype on the
 same ``x``, this pass replaces those calls by one ``linear(x, W, b)`` over the parameters
-concatenated along their output dim (:class:`~thunder_aot.model.MergedWeight`), and hands each
+concatenated along their output dim (:class:`~thunder_aot.ir.MergedWeight`), and hands each
 caller its part of the result: a region that read ``linear(x, W_i)`` reads the merged output and
 slices its part in the kernel (a prim ``slice`` of the innermost dim, prepended to its ops); a torch
 call or a program output gets a ``torch.narrow`` view. One matmul instead of three or two: fewer
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from thunder_aot.exporter.generalize import _value_names
-from thunder_aot.model import (
+from thunder_aot.ir import (
+    LINEAR,
     BucketProgram,
     Const,
     MergedWeight,
@@ -35,9 +35,8 @@ from thunder_aot.model import (
     Value,
     dim_arg,
     step_reads,
+    value_names,
 )
-
-LINEAR = "torch.nn.functional.linear"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -244,7 +243,7 @@ def merge_projections(
     by_name = {p.name: p for p in inputs}
     specs = {v.name: v.spec for v in programs[0].inputs}
     taken_keys = {p.source_name for p in inputs}
-    taken_names = {n for bp in programs for n in _value_names(bp, [])}
+    taken_names = {n for bp in programs for n in value_names(bp, [])}
     table: list[MergedWeight] = []
     new_inputs = list(inputs)
     for group in accepted:
