@@ -53,46 +53,12 @@ def forward(gate_up):
     program = _dispatch(gate_up)
     if program == 0:
         # serves [s0=1..2048]x2048:bfloat16
-        # fusion0: slice, slice, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, convert_element_type, add, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, tanh, convert_element_type, convert_element_type, add, convert_element_type, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, convert_element_type, mul, convert_element_type
+        # fusion0: the source's torch calls (37 prims)
         # thunder_aot/examples/blocks.py:70: gate, up = gate_up.chunk(2, dim=-1)
-        gate = gate_up[:, 0:1024]
-        up = gate_up[:, 1024:2048]
+        aotFusion0_t0, aotFusion0_t1 = torch.chunk(gate_up, 2, -1)
         # thunder_aot/examples/blocks.py:71: return F.gelu(gate, approximate="tanh") * up
-        t2 = gate.to(torch.float32)
-        t3 = gate.to(torch.float32)
-        t4 = t2 * t3
-        t5 = t4.to(torch.bfloat16)
-        t6 = t5.to(torch.float32)
-        t7 = gate.to(torch.float32)
-        t8 = t6 * t7
-        t9 = t8.to(torch.bfloat16)
-        t10 = gate.to(torch.float32)
-        t11 = 0.5 * t10
-        t12 = t11.to(torch.bfloat16)
-        t13 = t9.to(torch.float32)
-        t14 = 0.044715 * t13
-        t15 = t14.to(torch.bfloat16)
-        t16 = gate.to(torch.float32)
-        t17 = t15.to(torch.float32)
-        t18 = t16 + t17
-        t19 = t18.to(torch.bfloat16)
-        t20 = t19.to(torch.float32)
-        t21 = 0.7978845608028654 * t20
-        t22 = t21.to(torch.bfloat16)
-        t23 = t22.to(torch.float32)
-        t24 = torch.tanh(t23)
-        t25 = t24.to(torch.bfloat16)
-        t26 = t25.to(torch.float32)
-        t27 = 1.0 + t26
-        t28 = t27.to(torch.bfloat16)
-        t29 = t12.to(torch.float32)
-        t30 = t28.to(torch.float32)
-        t31 = t29 * t30
-        t32 = t31.to(torch.bfloat16)
-        t33 = t32.to(torch.float32)
-        t34 = up.to(torch.float32)
-        t35 = t33 * t34
-        t36 = t35.to(torch.bfloat16)
+        aotFusion0_t33 = torch.nn.functional.gelu(aotFusion0_t0, approximate="tanh")
+        t36 = torch.mul(aotFusion0_t33, aotFusion0_t1)
         return t36
 
 

@@ -53,31 +53,8 @@ def forward(input_, t_bias, t_weight):
     program = _dispatch(input_, t_bias, t_weight)
     if program == 0:
         # serves [s0=1..2048]x1024:bfloat16
-        s0 = input_.shape[0]
-        # fusion0: convert_element_type, shallow_copy, var_mean, broadcast_in_dim, broadcast_in_dim, shallow_copy, shallow_copy, add, rsqrt, broadcast_in_dim, convert_element_type, sub, broadcast_in_dim, mul, broadcast_in_dim, convert_element_type, mul, broadcast_in_dim, convert_element_type, add, convert_element_type, convert_element_type, convert_element_type
-        t5 = input_.to(torch.float32)
-        t6 = t5
-        t9, t10 = torch.var_mean(t6, (1,), correction=0)
-        t11 = t9.view(s0, 1)
-        t12 = t10.view(s0, 1)
-        t13 = t11
-        t14 = t12
-        t15 = t13 + 1e-05
-        t16 = torch.rsqrt(t15)
-        t17 = t14.expand(s0, 1024)
-        t18 = input_.to(torch.float32)
-        t19 = t18 - t17
-        t20 = t16.expand(s0, 1024)
-        t21 = t19 * t20
-        t22 = t_weight.view(1, 1024).expand(s0, 1024)
-        t23 = t22.to(torch.float32)
-        t24 = t21 * t23
-        t25 = t_bias.view(1, 1024).expand(s0, 1024)
-        t26 = t25.to(torch.float32)
-        t27 = t24 + t26
-        t28 = t27.to(torch.bfloat16)
-        t29 = t14.to(torch.bfloat16)
-        t30 = t16.to(torch.bfloat16)
+        # fusion0: the source's torch calls (23 prims)
+        t28 = torch.nn.functional.layer_norm(input_, (1024,), t_weight, t_bias, 1e-05)
         return t28
 
 

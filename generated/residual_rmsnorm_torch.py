@@ -74,31 +74,21 @@ def forward(x, residual, t_norm_weight):
     program = _dispatch(x, residual, t_norm_weight)
     if program == 0:
         # serves 1x[S=1..2048]x2880:bfloat16, 1x[S]x2880:bfloat16
-        S = x.shape[1]
-        # fusion0: convert_element_type, convert_element_type, add, convert_element_type, convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
+        # fusion0: the source's torch calls (18 prims)
         # thunder_aot/examples/blocks.py:33: residual = x + residual
-        t0 = x.to(torch.float32)
-        t1 = residual.to(torch.float32)
-        t2 = t0 + t1
-        hidden_states = t2.to(torch.bfloat16)
+        hidden_states = torch.add(x, residual, alpha=1)
         # thunder_aot/examples/gpt_oss.py:22: hidden_states = hidden_states.to(torch.float32)
-        t5 = hidden_states.to(torch.float32)
+        aotFusion0_t4 = torch.Tensor.to(hidden_states, copy=False, dtype=torch.float32)
         # thunder_aot/examples/gpt_oss.py:23: variance = hidden_states.pow(2).mean(-1, keepdim=True)
-        t6 = t5**2.0
-        t7 = t6
-        t8 = torch.sum(t7, (2,))
-        t9 = t8.view(1, S, 1)
-        t10 = t9 / 2880.0
-        variance = t10
+        aotFusion0_t7 = torch.pow(aotFusion0_t4, 2)
+        aotFusion0_t12 = torch.mean(aotFusion0_t7, -1, True, dtype=None)
         # thunder_aot/examples/gpt_oss.py:24: hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
-        t13 = variance + 1e-05
-        t14 = torch.rsqrt(t13)
-        t15 = t14.expand(1, S, 2880)
-        t16 = t5 * t15
+        aotFusion0_t15 = torch.add(aotFusion0_t12, 1e-05, alpha=1)
+        aotFusion0_t17 = torch.rsqrt(aotFusion0_t15)
+        aotFusion0_t19 = torch.mul(aotFusion0_t4, aotFusion0_t17)
         # thunder_aot/examples/gpt_oss.py:25: return (self.weight * hidden_states).to(input_dtype)
-        t19 = t_norm_weight.view(1, 1, 2880).expand(1, S, 2880)
-        t20 = t19 * t16
-        t21 = t20.to(torch.bfloat16)
+        aotFusion0_t23 = torch.mul(t_norm_weight, aotFusion0_t19)
+        t21 = torch.Tensor.to(aotFusion0_t23, copy=False, dtype=torch.bfloat16)
         return t21, hidden_states
 
 

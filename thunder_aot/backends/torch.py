@@ -1,5 +1,8 @@
-"""torch backend: every region as straight-line torch ops. Runs anywhere torch runs (CI proves
-the whole pipeline's numerics with it on CPU)."""
+"""torch backend: every region as the user's own torch calls, the ones Thunder recorded before
+decomposing them (eager's numerics and eager's kernels, without the modules' Python around them),
+or, where those are unknown, as one torch call per prim. Runs anywhere torch runs (CI proves the
+whole pipeline with it on CPU). The prim table serves that last case and the other backends'
+regions that make no kernel and have no source calls."""
 
 from __future__ import annotations
 
@@ -200,6 +203,13 @@ class TorchBackend(Backend):
     def region_view(
         self, region: Region, dims: tuple[DimRange, ...] = (), known_sizes: tuple[dict[str, int], ...] = ()
     ) -> TorchRegionView:
+        """The region as its source's torch calls; as its prims where those are unknown. (Its prims
+        would round every intermediate to the region's dtype: a bf16 GELU written as Thunder's prims
+        rounds ten times where eager rounds once.)"""
+        return self.source_view(region, dims)
+
+    def prim_view(self, region: Region, dims: tuple[DimRange, ...] = ()) -> TorchRegionView:
+        """The region as one torch call per prim."""
         specs = {v.name: v.spec for v in region.inputs}
         lines = []
         for op, comment in zip(region.ops, source_comments(region.ops)):
@@ -219,7 +229,7 @@ class TorchBackend(Backend):
         """The region as the torch calls it came from (as many as the user's code makes, never one
         per prim), for a backend that cannot make it a kernel; as its prims where those are unknown."""
         if not region.source_calls:
-            return self.region_view(region, dims)
+            return self.prim_view(region, dims)
         comments = source_comments(region.source_calls)
         lines = [torch_call_line(call, comment) for call, comment in zip(region.source_calls, comments)]
         return TorchRegionView(name=region.name, steps=tuple(lines), source_level=True)

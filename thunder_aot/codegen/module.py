@@ -197,7 +197,7 @@ def _dim_reads(
 
 
 def _step_lines(
-    program: BucketProgram, views: dict[str, RegionView], members: dict[str, tuple[str, ...]]
+    program: BucketProgram, views: dict[str, RegionView], members: dict[str, tuple[str, ...]], backend: str
 ) -> tuple[Line, ...]:
     """The program's steps in order: each region's statements (after a comment naming the prims
     it fuses), torch calls for what was not fused (a merged projection's call while torch.compile
@@ -211,7 +211,9 @@ def _step_lines(
     for step in program.steps:
         if isinstance(step, Region):
             view = views[step.name]
-            if getattr(view, "source_level", False):
+            if getattr(view, "source_level", False) and backend == "torch":
+                lines.append(Line("", f"{view.name}: the source's torch calls ({len(step.ops)} prims)"))
+            elif getattr(view, "source_level", False):
                 lines.append(
                     Line(
                         "",
@@ -432,7 +434,7 @@ def module_view(
     by_key = {p.source_name: p.name for p in program.inputs}
     members = {by_key[m.key]: tuple(by_key[k] for k in m.members) for m in program.merged}
     for bp, views in program_views:
-        steps = _step_lines(bp, views, members)
+        steps = _step_lines(bp, views, members, backend.name)
         code = "\n".join(step.code for step in steps)
         dims = [(n, e) for n, e in _dim_reads(bp, user_inputs, kernels_run) if re.search(rf"\b{n}\b", code)]
         served = [format_bucket(b) for b, index in program.dispatch if index == bp.index]

@@ -20,6 +20,9 @@ from collections.abc import Callable, Iterable
 
 import torch
 
+from thunder_aot.runtime.graphs import CudaGraphs
+from thunder_aot.runtime.state import adopt_state
+
 #: the interface version generated modules are written against (2: runtime.nvfuser.frontend, the
 #: version-checked fast paths of runtime.versions; 3: merged projections, GeneratedModule.MERGED
 #: and ``unmerged``; 4: runtime.triton.nan_max and nan_min, NaN-propagating reductions; 5: CHOICES,
@@ -258,17 +261,6 @@ def setting(source: object, path: str) -> object:
     return value
 
 
-def adopt_state(wrapper: torch.nn.Module, module: torch.nn.Module) -> None:
-    """Give ``wrapper`` the submodules, parameters and buffers of ``module`` under the same names (not
-    copies), so that its ``state_dict`` is ``module``'s: for a module standing in front of another."""
-    for name, child in module.named_children():
-        wrapper.add_module(name, child)
-    for name, parameter in module.named_parameters(recurse=False):
-        wrapper.register_parameter(name, parameter)
-    for name, buffer in module.named_buffers(recurse=False):
-        wrapper.register_buffer(name, buffer, persistent=name not in module._non_persistent_buffers_set)
-
-
 def _remerge_after_load(module: GeneratedModule, incompatible) -> None:
     """load_state_dict's post hook of modules with merged projections (a module-level function: a
     module holding it still pickles)."""
@@ -459,8 +451,6 @@ class GeneratedModule(torch.nn.Module):
         first call or by ``warmup()`` (:class:`thunder_aot.runtime.graphs.CudaGraphs`). ``outputs``:
         ``"fresh"`` (new tensors per call) or ``"static"`` (the graph's buffers, overwritten by the
         next call of the same shapes)."""
-        from thunder_aot.runtime.graphs import CudaGraphs
-
         return CudaGraphs(self, outputs)
 
     def __init_subclass__(cls, **kwargs) -> None:

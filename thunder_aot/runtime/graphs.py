@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import torch
 
-from thunder_aot.runtime import adopt_state
+from thunder_aot.runtime.state import adopt_state
 
 __all__ = ["CudaGraphs"]
 
