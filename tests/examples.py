@@ -71,13 +71,13 @@ _ROUTING_CALLS = (
 #: real submodules of transformers models: (import path, shapes, torch calls that may stay unfused)
 HF_SUBMODULES = [
     ("thunder_aot.examples.hf:llama_rmsnorm", "1x[1..64]x256:bf16", set()),
-    ("thunder_aot.examples.hf:qwen2_rmsnorm", "1x[1..64]x256:bf16", set()),
-    ("thunder_aot.examples.hf:gemma_rmsnorm", "1x[1..64]x256:bf16", set()),
-    ("thunder_aot.examples.hf:gpt_oss_rmsnorm", "1x[1..64]x2880:bf16", set()),
-    ("thunder_aot.examples.hf:layer_norm", "1x[1..64]x256:bf16", set()),
-    ("thunder_aot.examples.hf:llama_mlp", "1x[1..64]x256", {"torch.nn.functional.linear"}),
+    ("tests.hf_fixtures:qwen2_rmsnorm", "1x[1..64]x256:bf16", set()),
+    ("tests.hf_fixtures:gemma_rmsnorm", "1x[1..64]x256:bf16", set()),
+    ("tests.hf_fixtures:gpt_oss_rmsnorm", "1x[1..64]x2880:bf16", set()),
+    ("tests.hf_fixtures:layer_norm", "1x[1..64]x256:bf16", set()),
+    ("tests.hf_fixtures:llama_mlp", "1x[1..64]x256", {"torch.nn.functional.linear"}),
     (
-        "thunder_aot.examples.hf:apply_rotary",
+        "tests.hf_fixtures:apply_rotary",
         "1x4x[S=1..64]x64:bf16, 1x2x[S]x64:bf16, 1x[S]x64:bf16, 1x[S]x64:bf16",
         set(),
     ),
@@ -94,7 +94,7 @@ HF_SUBMODULES = [
         },
     ),
     (
-        "thunder_aot.examples.hf:llama_decoder_layer_eager_attention",
+        "tests.hf_fixtures:llama_decoder_layer_eager_attention",
         "1x[S=1..64]x256, 1x[S]x64, 1x[S]x64",
         {
             "torch.nn.functional.linear",
@@ -107,7 +107,7 @@ HF_SUBMODULES = [
         },  # (passes.transposed_outputs_as_views: the key's transpose read as a view by the matmul)
     ),
     *[
-        (f"thunder_aot.examples.hf:{name}", "1x[S=1..64]x256, 1x[S]x64, 1x[S]x64", _LAYER_CALLS)
+        (f"tests.hf_fixtures:{name}", "1x[S=1..64]x256, 1x[S]x64, 1x[S]x64", _LAYER_CALLS)
         for name in (
             "gemma_decoder_layer",
             "gemma2_decoder_layer",
@@ -122,7 +122,7 @@ HF_SUBMODULES = [
     ),
     (  # the MoE's routing (topk, sort, histc, cumsum, gathers, index_put) stays torch calls; its in-place
         # ops' write-backs (copy_) into fresh tensors are dropped (passes.drop_unobserved_write_backs)
-        "thunder_aot.examples.hf:gpt_oss_small_decoder_layer",
+        "tests.hf_fixtures:gpt_oss_small_decoder_layer",
         "1x[S=1..32]x256:bf16, 1x[S]x32:bf16, 1x[S]x32:bf16",
         {
             "torch.nn.functional.linear",
@@ -144,7 +144,7 @@ HF_SUBMODULES = [
         },
     ),
     (
-        "thunder_aot.examples.hf:gpt2_block",
+        "tests.hf_fixtures:gpt2_block",
         "1x[S=1..64]x256",
         {
             "torch.addmm",
@@ -157,7 +157,7 @@ HF_SUBMODULES = [
         },
     ),
     (
-        "thunder_aot.examples.hf:qwen3_decoder_layer",
+        "tests.hf_fixtures:qwen3_decoder_layer",
         "1x[S=1..64]x256, 1x[S]x64, 1x[S]x64",
         {
             "torch.nn.functional.linear",
@@ -171,13 +171,13 @@ HF_SUBMODULES = [
     # more families: Cohere's and T5's norms, Starcoder2's MLP (its eval-mode dropout leaves no call:
     # passes.drop_identity_calls), and layers with a partial rotary (GPT-NeoX), whole-projection q/k norms
     # (OLMo 2), config multipliers (Granite), per-head LayerNorms and interleaved rotary (Cohere)
-    ("thunder_aot.examples.hf:cohere_layernorm", "1x[1..64]x256:bf16", set()),
-    ("thunder_aot.examples.hf:t5_layernorm", "1x[1..64]x256:bf16", set()),
-    ("thunder_aot.examples.hf:starcoder2_mlp", "1x[1..64]x128", {"torch.nn.functional.linear"}),
-    ("thunder_aot.examples.hf:gpt_neox_decoder_layer", "1x[S=1..64]x256, 1x[S]x16, 1x[S]x16", _LAYER_CALLS),
+    ("tests.hf_fixtures:cohere_layernorm", "1x[1..64]x256:bf16", set()),
+    ("tests.hf_fixtures:t5_layernorm", "1x[1..64]x256:bf16", set()),
+    ("tests.hf_fixtures:starcoder2_mlp", "1x[1..64]x128", {"torch.nn.functional.linear"}),
+    ("tests.hf_fixtures:gpt_neox_decoder_layer", "1x[S=1..64]x256, 1x[S]x16, 1x[S]x16", _LAYER_CALLS),
     *[
         (
-            f"thunder_aot.examples.hf:{name}",
+            f"tests.hf_fixtures:{name}",
             "1x[S=1..64]x256, 1x[S]x64, 1x[S]x64",
             _LAYER_CALLS | {"torch.narrow"},
         )
@@ -187,19 +187,19 @@ HF_SUBMODULES = [
     # a MoE layer (Qwen3-MoE: its routing in kernels), multi-head latent attention (DeepSeek-V3: its
     # keys are filled into an empty tensor by two copy_ calls, which stay torch calls)
     (
-        "thunder_aot.examples.hf:gemma3_decoder_layer",
+        "tests.hf_fixtures:gemma3_decoder_layer",
         "1x[S=1..64]x256, 1x[S]x64, 1x[S]x64",
         _LAYER_CALLS | {"torch.narrow"},
     ),
-    ("thunder_aot.examples.hf:phi_decoder_layer", "1x[S=1..64]x256, 1x[S]x32, 1x[S]x32", _LAYER_CALLS),
-    ("thunder_aot.examples.hf:stablelm_decoder_layer", "1x[S=1..64]x256, 1x[S]x16, 1x[S]x16", _LAYER_CALLS),
+    ("tests.hf_fixtures:phi_decoder_layer", "1x[S=1..64]x256, 1x[S]x32, 1x[S]x32", _LAYER_CALLS),
+    ("tests.hf_fixtures:stablelm_decoder_layer", "1x[S=1..64]x256, 1x[S]x16, 1x[S]x16", _LAYER_CALLS),
     (
-        "thunder_aot.examples.hf:qwen3_moe_decoder_layer",
+        "tests.hf_fixtures:qwen3_moe_decoder_layer",
         "1x[S=1..32]x256:bf16, 1x[S]x64:bf16, 1x[S]x64:bf16",
         _LAYER_CALLS | {"torch._grouped_mm", *_ROUTING_CALLS},
     ),
     (
-        "thunder_aot.examples.hf:deepseek_v3_decoder_layer",
+        "tests.hf_fixtures:deepseek_v3_decoder_layer",
         "1x[S=1..64]x256, 1x[S]x16, 1x[S]x16",
         _LAYER_CALLS
         | {
@@ -215,7 +215,7 @@ HF_SUBMODULES = [
     # one-position list
     # indices (kernels load them: passes.move_slices_into_kernels; nvFuser leaves them to torch)
     (
-        "thunder_aot.examples.hf:falcon_decoder_layer",
+        "tests.hf_fixtures:falcon_decoder_layer",
         "1x[S=1..64]x256, 1x[S]x64, 1x[S]x64",
         {
             "torch.matmul",
@@ -254,7 +254,7 @@ TRITON_CALLS = frozenset(
 #: time): Nemotron (LayerNorm1P, squared ReLU), Persimmon (fused qkv, per-head LayerNorms), GLM
 #: (interleaved partial rotary, fused gate-up) and OLMo (non-parametric LayerNorms)
 TRITON_ONLY_SUBMODULES = [
-    (f"thunder_aot.examples.hf:{name}", f"1x[S=1..64]x256, 1x[S]x{width}, 1x[S]x{width}", TRITON_CALLS)
+    (f"tests.hf_fixtures:{name}", f"1x[S=1..64]x256, 1x[S]x{width}, 1x[S]x{width}", TRITON_CALLS)
     for name, width in (
         ("nemotron_decoder_layer", 32),
         ("persimmon_decoder_layer", 32),

@@ -175,7 +175,7 @@ def test_model_bench_on_cpu_checks_and_times_whole_forwards(tmp_path):
     assert (
         run_cli(
             "export",
-            "thunder_aot.examples.hf:tiny_llama_stack",
+            "tests.hf_fixtures:tiny_llama_stack",
             "--shapes",
             "1x[S=1..9]x256",
             "--backend",

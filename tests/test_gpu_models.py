@@ -173,7 +173,7 @@ def test_gpt_oss_mask_layer_stack_on_the_gpu_with_cuda_graphs(backend):
     against the model at lengths inside and past the window."""
     from tests.test_real_models import GPT_OSS_MASK_SHAPES
     from thunder_aot.examples.hf import gpt_oss_small_causal_lm
-    from thunder_aot.layers import LastTokenLogits, StackAdapter
+    from thunder_aot.integrations.transformers import LastTokenLogits, StackAdapter
 
     text = export(
         ExportRequest(

@@ -1,5 +1,5 @@
-"""thunder_aot.layers without tracing: the masks a layer stack builds and how a model's config
-picks the layer call a prefill exports."""
+"""thunder_aot.integrations.transformers without tracing: the masks a layer stack builds and how a
+model's config picks the layer call a prefill exports."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def test_causal_masks_are_transformers_own(attention, length):
     from transformers import Qwen2Config, masking_utils
 
     from thunder_aot.examples.hf import _small_config
-    from thunder_aot.layers import causal_mask
+    from thunder_aot.integrations.transformers import causal_mask
 
     config = _small_config(Qwen2Config, sliding_window=8, use_sliding_window=True, max_window_layers=1)
     config._attn_implementation = attention
@@ -46,7 +46,7 @@ def test_a_models_layers_need_their_mask_for_eager_attention_and_sliding_windows
     from transformers import GptOssConfig, LlamaConfig, MistralConfig
 
     from thunder_aot.examples.hf import llama_config
-    from thunder_aot.layers import (
+    from thunder_aot.integrations.transformers import (
         DecoderLayerCall,
         DecoderLayerMaskCall,
         layer_windows,
@@ -77,7 +77,7 @@ def test_strided_rotary_tables_reach_the_kernels_contiguous_once_per_pair():
     """GPT-OSS's rotary embedding returns strided cos and sin (the generated kernels refused them on
     the GPU machine at b3b7b31): they are made contiguous once for all the
     layers of a forward, and again after an in-place update."""
-    from thunder_aot.layers import contiguous_rotary
+    from thunder_aot.integrations.transformers import contiguous_rotary
 
     generator = torch.Generator().manual_seed(5)
     cos, sin = (torch.randn(1, 32, 7, generator=generator).transpose(1, 2) for _ in range(2))
@@ -100,8 +100,14 @@ def test_a_falcon_layer_gets_alibi_none_and_its_cache_as_layer_past():
     ``layer_past``: the layer calls pass both (a Llama layer needs neither), so the cache call
     appends the step's keys and values; an adapter refuses a cache under any keyword, and serves
     calls whose other keywords are flags."""
-    from thunder_aot.examples.hf import falcon_decoder_layer, llama_decoder_layer
-    from thunder_aot.layers import DecoderLayerCacheCall, LayerAdapter, LayerKeywords, StepCache
+    from tests.hf_fixtures import falcon_decoder_layer
+    from thunder_aot.examples.hf import llama_decoder_layer
+    from thunder_aot.integrations.transformers import (
+        DecoderLayerCacheCall,
+        LayerAdapter,
+        LayerKeywords,
+        StepCache,
+    )
 
     falcon = falcon_decoder_layer()
     keywords = LayerKeywords.of(falcon.layer)

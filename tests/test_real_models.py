@@ -61,7 +61,7 @@ def test_gpt_oss_layer_with_triton_kernels_verifies_under_the_interpreter(tmp_pa
 
     pytest.importorskip("triton")
     source, shapes = (
-        "thunder_aot.examples.hf:gpt_oss_small_decoder_layer",
+        "tests.hf_fixtures:gpt_oss_small_decoder_layer",
         "1x[S=1..32]x256:bf16, 1x[S]x32:bf16, 1x[S]x32:bf16",
     )
     env = python_env(TRITON_INTERPRET="1")
@@ -279,7 +279,7 @@ def test_whole_decoder_layers_replaced_in_a_transformers_model():
     from transformers.models.llama.modeling_llama import LlamaDecoderLayer
 
     from thunder_aot.examples.hf import tiny_llama
-    from thunder_aot.layers import LayerAdapter
+    from thunder_aot.integrations.transformers import LayerAdapter
 
     text = export(
         ExportRequest(
@@ -435,7 +435,7 @@ def test_mask_layers_serve_padded_batches_and_calls_without_a_mask():
 
     text = export(
         ExportRequest(
-            "thunder_aot.examples.hf:llama_decoder_layer_mask",
+            "tests.hf_fixtures:llama_decoder_layer_mask",
             ("[B=1..2]x[S=1..64]x256, 1x[S]x64, 1x[S]x64, [B]x1x[S]x[S]:bool",),
             backend="torch",
         ),
@@ -473,10 +473,10 @@ def test_whole_decoder_stack_serves_a_causal_lms_last_token_forward():
     it for forwards without a cache that keep the last logits (judged against float64), the model's
     own forward for every other call, and refuses a model whose forward is not that stack."""
     from thunder_aot.examples.hf import tiny_llama
-    from thunder_aot.layers import StackAdapter
+    from thunder_aot.integrations.transformers import StackAdapter
 
     text = export(
-        ExportRequest("thunder_aot.examples.hf:tiny_llama_stack", ("1x[S=1..64]x256",), backend="torch"),
+        ExportRequest("tests.hf_fixtures:tiny_llama_stack", ("1x[S=1..64]x256",), backend="torch"),
         verify=False,
     )
     gen = load_module_from_text(text, "gen_tiny_llama_stack")
@@ -521,7 +521,7 @@ def test_a_stack_of_generated_layers_serves_a_causal_lms_last_token_forward():
     (float64 judgement) inside the bucket, and runs the model's own forward outside it; the rotary
     table it keeps gives, for a shorter forward, exactly the cos and sin the model computes."""
     from thunder_aot.examples.hf import tiny_llama
-    from thunder_aot.layers import LayerStack, StackAdapter
+    from thunder_aot.integrations.transformers import LayerStack, StackAdapter
 
     text = export(
         ExportRequest(
@@ -569,7 +569,7 @@ def test_gpt_oss_mask_layers_serve_its_sliding_and_full_layers():
     from transformers.models.gpt_oss.modeling_gpt_oss import GptOssDecoderLayer
 
     from thunder_aot.examples.hf import gpt_oss_small_causal_lm
-    from thunder_aot.layers import DecoderStackCall, LayerStack, StackAdapter
+    from thunder_aot.integrations.transformers import DecoderStackCall, LayerStack, StackAdapter
 
     messages = []
     text = export(
@@ -640,12 +640,12 @@ class _UnmaskedLayer(torch.nn.Module):
 def test_sdpa_layers_with_sliding_windows_get_bool_masks_in_the_stack():
     """Mistral's layers (sdpa, a sliding window of 8 on every layer): the stack of one exported mask
     layer gives them transformers' bool sliding-window mask and matches the model past the window."""
-    from thunder_aot.examples.hf import mistral_small_causal_lm
-    from thunder_aot.layers import StackAdapter
+    from tests.hf_fixtures import mistral_small_causal_lm
+    from thunder_aot.integrations.transformers import StackAdapter
 
     text = export(
         ExportRequest(
-            "thunder_aot.examples.hf:mistral_small_decoder_layer_mask",
+            "tests.hf_fixtures:mistral_small_decoder_layer_mask",
             ("1x[S=1..32]x256, 1x[S]x64, 1x[S]x64, 1x1x[S]x[S]:bool",),
             backend="torch",
         ),

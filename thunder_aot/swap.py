@@ -6,6 +6,8 @@ from collections.abc import Callable
 
 import torch
 
+from thunder_aot.integrations.transformers import LAYER_CALLS, DecoderLayerCacheCall, LayerAdapter
+
 
 def replace(
     model: torch.nn.Module,
@@ -23,10 +25,11 @@ def replace(
     ``named_modules`` order. ``model`` itself is never replaced. ``cuda_graphs`` (``"fresh"`` or
     ``"static"``): each generated module replays its calls from CUDA graphs (``module.cuda_graphs``).
 
-    A module generated from a whole decoder layer (:class:`thunder_aot.layers.DecoderLayerCall`)
-    replaces bare transformers layers too: each becomes a :class:`~thunder_aot.layers.LayerAdapter`
-    that takes the layer's call convention, keeps its ``state_dict`` keys, and runs the original
-    layer for the calls the generated module does not serve (a KV cache, an attention mask).
+    A module generated from a whole decoder layer
+    (:class:`thunder_aot.integrations.transformers.DecoderLayerCall`) replaces bare transformers layers
+    too: each becomes a :class:`~thunder_aot.integrations.transformers.LayerAdapter` that takes the
+    layer's call convention, keeps its ``state_dict`` keys, and runs the original layer for the calls
+    the generated module does not serve (a KV cache, an attention mask).
     """
     if not hasattr(generated, "from_module"):
         raise TypeError(f"{generated!r} is not a thunder-aot generated module class (it has no from_module)")
@@ -44,8 +47,6 @@ def replace(
 
 
 def _replacement(module: torch.nn.Module, generated: type, cuda_graphs: str | None) -> torch.nn.Module:
-    from thunder_aot.layers import LAYER_CALLS, DecoderLayerCacheCall, LayerAdapter
-
     call = LAYER_CALLS.get(generated.__name__)
     if cuda_graphs is not None and call is DecoderLayerCacheCall:
         raise ValueError(

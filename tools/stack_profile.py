@@ -1,5 +1,6 @@
 """Contributor tooling (not part of thunder-aot): where the host time of a causal LM's forward goes
-when its decoder layers run as generated modules (``thunder_aot.layers.LayerStack``).
+when its decoder layers run as generated modules
+(``thunder_aot.integrations.transformers.LayerStack``).
 
 Usage on the GPU machine: ``python3 tools/stack_profile.py --sizes 1,16 --out DIR``. Exports the
 first layer of ``thunder_aot.examples.hf:llama_1b_causal_lm`` as ``DecoderLayerCall`` (Triton, not
@@ -46,7 +47,7 @@ def main() -> None:
     from thunder_aot.api import export
     from thunder_aot.bench.model_bench import layer_shapes
     from thunder_aot.examples.hf import llama_1b_causal_lm
-    from thunder_aot.layers import DecoderLayerCall, LayerStack
+    from thunder_aot.integrations.transformers import DecoderLayerCall, LayerStack
     from thunder_aot.verify import load_module_from_text
 
     sizes = [int(s) for s in args.sizes.split(",")]

@@ -66,7 +66,7 @@ def _child(source: str, system: str, tokens: int, generated: str | None) -> dict
         model = torch.compile(model)
     elif system.startswith("thunder-aot"):
         from thunder_aot import load, replace
-        from thunder_aot.layers import StackAdapter, prefill_call
+        from thunder_aot.integrations.transformers import StackAdapter, prefill_call
 
         layer_class = getattr(load(generated), prefill_call(model.config).__name__)
         if system == "thunder-aot layers":
@@ -78,7 +78,7 @@ def _child(source: str, system: str, tokens: int, generated: str | None) -> dict
         if cuda:
             torch.cuda.synchronize()
         first = time.time()
-        from thunder_aot.layers import LastTokenLogits
+        from thunder_aot.integrations.transformers import LastTokenLogits
         from thunder_aot.verify.judge import judge, run64
 
         expected = reference(ids, use_cache=False, logits_to_keep=1).logits
@@ -120,7 +120,7 @@ def run_cold_start(
     from thunder_aot.api import export
     from thunder_aot.bench.model_bench import _layers, layer_shapes
     from thunder_aot.frontend.resolve import resolve_module
-    from thunder_aot.layers import DecoderLayerMaskCall, prefill_call
+    from thunder_aot.integrations.transformers import DecoderLayerMaskCall, prefill_call
 
     runs, skipped = [], {}
     with tempfile.TemporaryDirectory(prefix="thunder-aot-cold-") as tmp:

@@ -10,8 +10,8 @@ The systems (each a copy of the model sharing nothing with the others but its we
   applying a compiler to submodules);
 - ``thunder-aot(B) layers``: every decoder layer replaced by the module exported from the model's
   first layer (``DecoderLayerCall``; ``DecoderLayerMaskCall`` for models whose layers need their mask:
-  ``thunder_aot.layers.needs_mask``) with backend B; ``... layers, graphed``: the same with each
-  layer's calls replayed from its own CUDA graphs (``replace(..., cuda_graphs="static")``);
+  ``thunder_aot.integrations.transformers.needs_mask``) with backend B; ``... layers, graphed``: the
+  same with each layer's calls replayed from its own CUDA graphs (``replace(..., cuda_graphs="static")``);
 - ``thunder-aot(B) layer stack``: the model's forward replaced by ``StackAdapter`` over that
   generated layer (embedding, a loop over the generated layers, norm and LM head: no per-layer model
   code), with and without per-layer graphs;
@@ -50,7 +50,7 @@ def layer_shapes(model: torch.nn.Module, max_tokens: int, mask: bool = False) ->
     the rotary cos and sin (as wide as the model's rotary embedding makes them), 1 to ``max_tokens``
     tokens, in the model's dtype (``mask``: and the attention mask of the dtype the model gives its
     layers, as ``DecoderLayerMaskCall``)."""
-    from thunder_aot.layers import mask_dtype
+    from thunder_aot.integrations.transformers import mask_dtype
 
     config = model.config
     dtype = _dtype(model)
@@ -167,7 +167,7 @@ def run_model_bench(
     from thunder_aot.api import export
     from thunder_aot.codegen.header import versions
     from thunder_aot.frontend.resolve import resolve_module
-    from thunder_aot.layers import (
+    from thunder_aot.integrations.transformers import (
         DecoderLayerMaskCall,
         DecoderStackCall,
         LastTokenLogits,

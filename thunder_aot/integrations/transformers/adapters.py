@@ -1,223 +1,51 @@
-"""Whole transformers decoder layers: what export traces, and what a model calls after ``replace``.
+"""Run-time adapters: modules generated from :mod:`.export_wrappers`' calls swapped into a
+transformers model.
 
-A transformers decoder layer is called as ``layer(hidden_states, attention_mask=..., position_ids=...,
-past_key_values=..., use_cache=..., cache_position=..., position_embeddings=(cos, sin), **kwargs)``;
-export takes tensors as positional inputs. :class:`DecoderLayerCall` is the layer as export sees it
-(``forward(hidden_states, cos, sin)``: a causal prefill without a mask or a cache), and
-:class:`LayerAdapter` puts a module generated from it back under the layer's own call convention:
-``thunder_aot.replace(model, LlamaDecoderLayer, generated.DecoderLayerCall)`` swaps each layer for an
-adapter that shares the layer's tensors and keeps its ``state_dict`` keys.
+:class:`LayerAdapter` puts a module generated from a whole decoder layer back under the layer's own
+call convention: ``thunder_aot.replace(model, LlamaDecoderLayer, generated.DecoderLayerCall)`` swaps
+each layer for an adapter that shares the layer's tensors and keeps its ``state_dict`` keys. The
+adapter runs the generated module for the calls it was exported for (no attention mask, no KV cache,
+rotary embeddings given, shapes inside a bucket; or the mask or the cache where the module takes
+them) and the original layer for every other call, counting both in :attr:`LayerAdapter.calls`.
 
-The adapter runs the generated module for the calls it was exported for (no attention mask, no KV
-cache, rotary embeddings given, shapes inside a bucket) and the original layer for every other call
-(decoding with a cache, padded batches), counting both in :attr:`LayerAdapter.calls`.
+:class:`LayerStack` runs every decoder layer of a causal LM through one generated layer module, and
+:class:`StackAdapter` puts it (or a module generated from a whole stack) in front of the model's
+``forward``; :class:`LastTokenLogits` is the model's own forward as what a stack serves.
 """
 
 from __future__ import annotations
 
 import collections
-import inspect
+import sys
 
 import torch
 from torch import nn
 
-from thunder_aot.runtime import adopt_state
+from thunder_aot.integrations.transformers.attention import (
+    attention_implementation,
+    causal_mask,
+    layer_windows,
+    needs_mask,
+)
+from thunder_aot.integrations.transformers.export_wrappers import (
+    LAYER_CALLS,
+    DecoderLayerCacheCall,
+    DecoderLayerCall,
+    DecoderLayerMaskCall,
+    DecoderStackCall,
+)
+from thunder_aot.runtime import NoBucketError, adopt_state
+from thunder_aot.shapes import parse_shapes
+from thunder_aot.verify.judge import check_outputs
 
 __all__ = [
-    "DecoderLayerCall",
-    "DecoderLayerCacheCall",
-    "DecoderLayerMaskCall",
-    "DecoderStackCall",
+    "STATIC_ROPE_TYPES",
     "LastTokenLogits",
     "LayerAdapter",
-    "LayerKeywords",
     "LayerStack",
     "StackAdapter",
+    "contiguous_rotary",
 ]
-
-
-class LayerKeywords:
-    """What a decoder layer's ``forward`` takes beyond the keywords every transformers layer shares:
-    ``nones``, its required parameters that a call without them leaves unset, each given None
-    (Falcon's ``alibi``: None where the layer applies rotary embeddings), and ``cache``, the keyword
-    its KV cache goes by (``past_key_values``; Falcon's ``layer_past``)."""
-
-    #: what the layer calls of this module pass themselves
-    PASSED = frozenset({"attention_mask", "position_embeddings", "past_key_values", "use_cache"})
-
-    def __init__(self, nones: dict[str, None], cache: str) -> None:
-        self.nones, self.cache = nones, cache
-
-    @classmethod
-    def of(cls, layer: nn.Module) -> LayerKeywords:
-        try:
-            parameters = list(inspect.signature(layer.forward).parameters.values())
-        except (TypeError, ValueError):  # no signature to read: transformers' common keywords
-            return cls({}, "past_key_values")
-        names = {p.name for p in parameters}
-        required = [
-            p.name
-            for p in parameters[1:]  # after hidden_states
-            if p.default is p.empty
-            and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-            and p.name not in cls.PASSED
-        ]
-        cache = (
-            "layer_past" if "layer_past" in names and "past_key_values" not in names else "past_key_values"
-        )
-        return cls(dict.fromkeys(required), cache)
-
-
-class DecoderLayerCall(nn.Module):
-    """A transformers decoder layer called with ``hidden_states`` and the rotary ``(cos, sin)`` as
-    plain tensor inputs, no attention mask (causal attention) and no cache: what ``thunder-aot
-    export`` traces for a whole layer. Its tensors are the layer's, under ``layer.``."""
-
-    def __init__(self, layer: nn.Module) -> None:
-        super().__init__()
-        self.layer = layer
-        self._keywords = LayerKeywords.of(layer)
-
-    def forward(self, hidden_states: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        out = self.layer(
-            hidden_states, attention_mask=None, position_embeddings=(cos, sin), **self._keywords.nones
-        )
-        return out[0] if isinstance(out, tuple) else out
-
-
-class DecoderLayerMaskCall(nn.Module):
-    """A transformers decoder layer with its attention mask as an input: ``forward(hidden_states,
-    cos, sin, attention_mask)``, the mask as transformers' sdpa path builds it (``[batch, 1, seq,
-    seq]`` bool, True where a query attends a key). transformers materializes that mask inside a
-    CUDA-graph capture or a compile, and for padded batches; :class:`DecoderLayerCall` serves the
-    calls without one. Its tensors are the layer's, under ``layer.``."""
-
-    def __init__(self, layer: nn.Module) -> None:
-        super().__init__()
-        self.layer = layer
-        self._keywords = LayerKeywords.of(layer)
-
-    def forward(self, hidden_states, cos, sin, attention_mask):
-        out = self.layer(
-            hidden_states,
-            attention_mask=attention_mask,
-            position_embeddings=(cos, sin),
-            **self._keywords.nones,
-        )
-        return out[0] if isinstance(out, tuple) else out
-
-
-def attention_implementation(layer: nn.Module) -> str | None:
-    """The attention a transformers layer (or model) runs: its config's ``_attn_implementation``."""
-    config = getattr(layer, "config", None)
-    if config is None:
-        config = next((m.config for m in layer.modules() if hasattr(m, "config")), None)
-    return getattr(config, "_attn_implementation", None)
-
-
-def layer_windows(config) -> list[int | None]:
-    """Each decoder layer's sliding window (None: full causal attention), as transformers' models
-    pick their masks: by ``config.layer_types`` where the config has them (GPT-OSS, Gemma 2/3,
-    Qwen 2/3), else every layer sliding where ``config.sliding_window`` is set (Mistral)."""
-    window = getattr(config, "sliding_window", None)
-    types = getattr(config, "layer_types", None)
-    if types is None:
-        return [window] * config.num_hidden_layers
-    unknown = sorted(set(types) - {"full_attention", "sliding_attention"})
-    if unknown:
-        raise TypeError(
-            f"layer types {', '.join(unknown)}: expected full_attention and sliding_attention layers"
-        )
-    return [window if kind == "sliding_attention" else None for kind in types]
-
-
-def needs_mask(config) -> bool:
-    """Whether a model's layers must be given their attention mask to be causal: eager attention
-    adds the mask to its scores (no mask: every query sees every key), and sliding-window layers
-    take their window from it. sdpa and flash attention without a window are causal on their own."""
-    return getattr(config, "_attn_implementation", None) not in (
-        "sdpa",
-        "flash_attention_2",
-        "flash_attention_3",
-    ) or any(w is not None for w in layer_windows(config))
-
-
-def prefill_call(config) -> type[nn.Module]:
-    """How a prefill of a model with ``config`` exports its layers: :class:`DecoderLayerMaskCall`
-    where its layers need their mask (:func:`needs_mask`), else :class:`DecoderLayerCall`."""
-    return DecoderLayerMaskCall if needs_mask(config) else DecoderLayerCall
-
-
-def mask_dtype(model: nn.Module) -> torch.dtype:
-    """The dtype of the mask transformers gives ``model``'s layers: bool for sdpa and flash
-    attention, the model's dtype (an additive mask) for eager attention."""
-    if attention_implementation(model) == "eager":
-        return next(model.parameters()).dtype
-    return torch.bool
-
-
-def causal_mask(
-    batch: int, length: int, dtype: torch.dtype, device: torch.device | str, window: int | None = None
-) -> torch.Tensor:
-    """The ``[batch, 1, length, length]`` mask transformers builds for a batch without padding:
-    query ``q`` attends key ``k`` where ``k <= q`` (and ``k > q - window`` with a sliding window);
-    bool (True where it attends: sdpa's) or, for a floating ``dtype``, additive (0 where it attends,
-    the dtype's minimum elsewhere: eager attention's)."""
-    positions = torch.arange(length, device=device)
-    attends = positions[None, :] <= positions[:, None]
-    if window is not None:
-        attends &= positions[None, :] > positions[:, None] - window
-    if dtype != torch.bool:
-        attends = torch.zeros(attends.shape, dtype=dtype, device=device).masked_fill_(
-            ~attends, torch.finfo(dtype).min
-        )
-    return attends.expand(batch, 1, length, length).contiguous()
-
-
-class StepCache:
-    """The KV cache a layer sees inside :class:`DecoderLayerCacheCall`: ``update`` appends the step's
-    keys and values to the past ones along the sequence dim and returns them, as transformers'
-    ``DynamicCache`` does for one layer."""
-
-    def __init__(self, keys: torch.Tensor, values: torch.Tensor) -> None:
-        self.keys, self.values = keys, values
-
-    def update(self, key_states, value_states, layer_idx=None, cache_kwargs=None):
-        self.keys = torch.cat([self.keys, key_states], dim=-2)
-        self.values = torch.cat([self.values, value_states], dim=-2)
-        return self.keys, self.values
-
-    def get_seq_length(self, layer_idx=0) -> int:
-        return self.keys.shape[-2]
-
-
-class DecoderLayerCacheCall(nn.Module):
-    """A transformers decoder layer with its KV cache as explicit tensors: ``forward(hidden_states,
-    cos, sin, past_keys, past_values)`` returns ``(hidden_states, keys, values)``, the keys and values
-    being the past ones with this call's appended (``[batch, kv_heads, past + seq, head_dim]``).
-
-    Export it with two buckets: a prefill (``past`` of length 0, any ``seq``; causal attention) and
-    a decode step (``seq`` 1, any ``past``; attention over every cached position). No attention
-    mask: a batch without padding. Its tensors are the layer's, under ``layer.``."""
-
-    def __init__(self, layer: nn.Module) -> None:
-        super().__init__()
-        self.layer = layer
-        self._keywords = LayerKeywords.of(layer)
-
-    def forward(self, hidden_states, cos, sin, past_keys, past_values):
-        cache = StepCache(past_keys, past_values)
-        keywords = {**self._keywords.nones, self._keywords.cache: cache}
-        out = self.layer(
-            hidden_states, attention_mask=None, position_embeddings=(cos, sin), use_cache=True, **keywords
-        )
-        return (out[0] if isinstance(out, tuple) else out), cache.keys, cache.values
-
-
-#: the ways export takes a whole layer, by the name of the class generated from each
-LAYER_CALLS: dict[str, type[nn.Module]] = {
-    call.__name__: call for call in (DecoderLayerCall, DecoderLayerMaskCall, DecoderLayerCacheCall)
-}
 
 
 class LayerAdapter(nn.Module):
@@ -273,8 +101,6 @@ class LayerAdapter(nn.Module):
         if reason is None and masks is not None:
             reason = masks.refusal(attention_mask, past_key_values)
         if reason is None:
-            from thunder_aot.runtime import NoBucketError
-
             generated = self.__dict__["generated"]
             try:
                 position_embeddings = contiguous_rotary(position_embeddings)
@@ -373,10 +199,6 @@ class _Masks:
 def _mask_dtype(generated_class: type) -> torch.dtype:
     """The dtype of the attention mask (the fourth input) of a module generated from
     :class:`DecoderLayerMaskCall`."""
-    import sys
-
-    from thunder_aot.shapes import parse_shapes
-
     return getattr(torch, parse_shapes(sys.modules[generated_class.__module__].BUCKETS)[0].inputs[3].dtype)
 
 
@@ -397,6 +219,7 @@ class _CacheSlots:
     def refusal(self, cache: object) -> str | None:
         if cache is None:
             return None if self.empty_shape else "no prefill bucket (past of length 0)"
+        # transformers is an optional dependency (the hf extra): imported where a cache is met
         from transformers.cache_utils import DynamicCache, DynamicLayer
 
         if type(cache) is not DynamicCache or getattr(cache, "offloading", False):
@@ -419,8 +242,6 @@ class _CacheSlots:
         if slot is not None and slot.is_initialized and slot.keys.numel():
             return slot.keys, slot.values
         if self.empty_shape is None:
-            from thunder_aot.runtime import NoBucketError
-
             raise NoBucketError("no prefill bucket (past of length 0)")
         empty = hidden_states.new_empty((hidden_states.shape[0], *self.empty_shape))
         return empty, empty
@@ -436,46 +257,11 @@ class _CacheSlots:
 
 def _empty_past_shape(generated_class: type) -> tuple[int, int, int] | None:
     """``(kv_heads, 0, head_dim)`` from the generated module's bucket whose past has length 0."""
-    import sys
-
-    from thunder_aot.shapes import parse_shapes
-
     for bucket in parse_shapes(sys.modules[generated_class.__module__].BUCKETS):
         past = bucket.inputs[3].shape
         if len(past) == 4 and past[2] == 0 and isinstance(past[1], int) and isinstance(past[3], int):
             return (past[1], 0, past[3])
     return None
-
-
-class DecoderStackCall(nn.Module):
-    """A decoder-only transformers causal LM from its input embeddings to the last token's logits:
-    ``forward(inputs_embeds)`` runs the rotary embedding, every decoder layer (causal attention, no
-    mask, no cache), the final norm and the LM head, as ``model(input_ids, use_cache=False,
-    logits_to_keep=1)`` does after the embedding lookup. Export it to get the whole stack as one
-    generated module (one dispatch per forward instead of one per layer). It follows the layout of
-    Llama-like models (``model.model.rotary_emb``, ``.layers``, ``.norm``, ``model.lm_head``); a
-    model whose forward does more (Gemma scales its embeddings) is refused by :class:`StackAdapter`'s
-    check. Its tensors are the model's, under ``model.``."""
-
-    def __init__(self, model: nn.Module) -> None:
-        super().__init__()
-        if needs_mask(model.config):
-            raise TypeError(
-                f"DecoderStackCall: {type(model).__name__}'s layers need their attention mask "
-                f"({attention_implementation(model)} attention or sliding windows); export a layer as "
-                "DecoderLayerMaskCall and run the stack with LayerStack"
-            )
-        self.model = model
-
-    def forward(self, inputs_embeds: torch.Tensor) -> torch.Tensor:
-        base = self.model.model
-        positions = torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device).unsqueeze(0)
-        position_embeddings = base.rotary_emb(inputs_embeds, positions)
-        hidden_states = inputs_embeds
-        for layer in base.layers:
-            out = layer(hidden_states, attention_mask=None, position_embeddings=position_embeddings)
-            hidden_states = out[0] if isinstance(out, tuple) else out
-        return self.model.lm_head(base.norm(hidden_states)[:, -1:, :])
 
 
 #: the last ``(key, contiguous pair, the pair given)`` that contiguous_rotary made (one reference,
@@ -604,8 +390,6 @@ class LayerStack(nn.Module):
 
     def forward(self, inputs_embeds: torch.Tensor) -> torch.Tensor:
         if inputs_embeds.shape[0] != 1:
-            from thunder_aot.runtime import NoBucketError
-
             raise NoBucketError("LayerStack: the rotary table serves a batch of one")
         cos, sin = self.rotary(inputs_embeds)
         hidden_states = inputs_embeds
@@ -652,8 +436,6 @@ class StackAdapter(nn.Module):
             self.__dict__["generated"] = LayerStack(model, generated_class, cuda_graphs)
         self.calls: collections.Counter[str] = collections.Counter()
         if check_ids is not None:
-            from thunder_aot.verify.judge import check_outputs
-
             with torch.no_grad():
                 check_outputs(
                     LastTokenLogits(model),
@@ -674,13 +456,12 @@ class StackAdapter(nn.Module):
         elif use_cache is not False or logits_to_keep != 1 or not isinstance(input_ids, torch.Tensor):
             reason = "a cache or all logits"
         if reason is None:
-            from thunder_aot.runtime import NoBucketError
-
             try:
                 logits = self.__dict__["generated"](model.model.embed_tokens(input_ids))
             except NoBucketError:
                 reason = "outside every bucket"
             else:
+                # transformers is an optional dependency (the hf extra): imported on first use
                 from transformers.modeling_outputs import CausalLMOutputWithPast
 
                 self.calls["generated"] += 1

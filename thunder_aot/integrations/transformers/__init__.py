@@ -1,0 +1,60 @@
+"""thunder-aot and transformers' decoder models.
+
+:mod:`.export_wrappers` holds the modules ``thunder-aot export`` traces for whole decoder layers and
+decoder stacks (:class:`DecoderLayerCall`, :class:`DecoderLayerMaskCall`,
+:class:`DecoderLayerCacheCall`, :class:`DecoderStackCall`); :mod:`.adapters` the run-time side, which
+puts the modules generated from them into a model (:class:`LayerAdapter`, :class:`LayerStack`,
+:class:`StackAdapter`); :mod:`.attention` what both read of a model's attention (its kind, each
+layer's sliding window, the causal masks). This package re-exports their public names. Importing it
+does not import transformers (an optional dependency: the ``hf`` extra).
+"""
+
+from __future__ import annotations
+
+from thunder_aot.integrations.transformers.adapters import (
+    STATIC_ROPE_TYPES,
+    LastTokenLogits,
+    LayerAdapter,
+    LayerStack,
+    StackAdapter,
+    contiguous_rotary,
+)
+from thunder_aot.integrations.transformers.attention import (
+    attention_implementation,
+    causal_mask,
+    layer_windows,
+    mask_dtype,
+    needs_mask,
+)
+from thunder_aot.integrations.transformers.export_wrappers import (
+    LAYER_CALLS,
+    DecoderLayerCacheCall,
+    DecoderLayerCall,
+    DecoderLayerMaskCall,
+    DecoderStackCall,
+    LayerKeywords,
+    StepCache,
+    prefill_call,
+)
+
+__all__ = [
+    "LAYER_CALLS",
+    "STATIC_ROPE_TYPES",
+    "DecoderLayerCacheCall",
+    "DecoderLayerCall",
+    "DecoderLayerMaskCall",
+    "DecoderStackCall",
+    "LastTokenLogits",
+    "LayerAdapter",
+    "LayerKeywords",
+    "LayerStack",
+    "StackAdapter",
+    "StepCache",
+    "attention_implementation",
+    "causal_mask",
+    "contiguous_rotary",
+    "layer_windows",
+    "mask_dtype",
+    "needs_mask",
+    "prefill_call",
+]

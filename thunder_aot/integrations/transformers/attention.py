@@ -1,0 +1,74 @@
+"""Which attention a transformers model runs, and the causal masks its decoder layers take.
+
+Read by both halves of :mod:`thunder_aot.integrations.transformers`: the export wrappers
+(:mod:`.export_wrappers`: whether a prefill exports its layers with their mask) and the run-time
+adapters (:mod:`.adapters`: the masks a layer stack builds for a batch without padding).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+__all__ = ["attention_implementation", "causal_mask", "layer_windows", "mask_dtype", "needs_mask"]
+
+
+def attention_implementation(layer: nn.Module) -> str | None:
+    """The attention a transformers layer (or model) runs: its config's ``_attn_implementation``."""
+    config = getattr(layer, "config", None)
+    if config is None:
+        config = next((m.config for m in layer.modules() if hasattr(m, "config")), None)
+    return getattr(config, "_attn_implementation", None)
+
+
+def layer_windows(config) -> list[int | None]:
+    """Each decoder layer's sliding window (None: full causal attention), as transformers' models
+    pick their masks: by ``config.layer_types`` where the config has them (GPT-OSS, Gemma 2/3,
+    Qwen 2/3), else every layer sliding where ``config.sliding_window`` is set (Mistral)."""
+    window = getattr(config, "sliding_window", None)
+    types = getattr(config, "layer_types", None)
+    if types is None:
+        return [window] * config.num_hidden_layers
+    unknown = sorted(set(types) - {"full_attention", "sliding_attention"})
+    if unknown:
+        raise TypeError(
+            f"layer types {', '.join(unknown)}: expected full_attention and sliding_attention layers"
+        )
+    return [window if kind == "sliding_attention" else None for kind in types]
+
+
+def needs_mask(config) -> bool:
+    """Whether a model's layers must be given their attention mask to be causal: eager attention
+    adds the mask to its scores (no mask: every query sees every key), and sliding-window layers
+    take their window from it. sdpa and flash attention without a window are causal on their own."""
+    return getattr(config, "_attn_implementation", None) not in (
+        "sdpa",
+        "flash_attention_2",
+        "flash_attention_3",
+    ) or any(w is not None for w in layer_windows(config))
+
+
+def mask_dtype(model: nn.Module) -> torch.dtype:
+    """The dtype of the mask transformers gives ``model``'s layers: bool for sdpa and flash
+    attention, the model's dtype (an additive mask) for eager attention."""
+    if attention_implementation(model) == "eager":
+        return next(model.parameters()).dtype
+    return torch.bool
+
+
+def causal_mask(
+    batch: int, length: int, dtype: torch.dtype, device: torch.device | str, window: int | None = None
+) -> torch.Tensor:
+    """The ``[batch, 1, length, length]`` mask transformers builds for a batch without padding:
+    query ``q`` attends key ``k`` where ``k <= q`` (and ``k > q - window`` with a sliding window);
+    bool (True where it attends: sdpa's) or, for a floating ``dtype``, additive (0 where it attends,
+    the dtype's minimum elsewhere: eager attention's)."""
+    positions = torch.arange(length, device=device)
+    attends = positions[None, :] <= positions[:, None]
+    if window is not None:
+        attends &= positions[None, :] > positions[:, None] - window
+    if dtype != torch.bool:
+        attends = torch.zeros(attends.shape, dtype=dtype, device=device).masked_fill_(
+            ~attends, torch.finfo(dtype).min
+        )
+    return attends.expand(batch, 1, length, length).contiguous()
