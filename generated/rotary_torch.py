@@ -87,30 +87,16 @@ def forward(x, cos, sin):
     program = _dispatch(x, cos, sin)
     if program == 0:
         # serves 1x8x[S=1..2048]x64:bfloat16, 1x1x[S]x64:bfloat16, 1x1x[S]x64:bfloat16
-        S = x.shape[2]
-        # fusion0: slice, convert_element_type, neg, convert_element_type, slice, cat, broadcast_in_dim, convert_element_type, convert_element_type, mul, convert_element_type, broadcast_in_dim, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, convert_element_type, add, convert_element_type
+        # fusion0: the source's torch calls (20 prims)
         # thunder_aot/examples/blocks.py:79: rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-        t0 = x[:, :, :, 32:64]
-        t1 = t0.to(torch.float32)
-        t2 = torch.neg(t1)
-        t3 = t2.to(torch.bfloat16)
-        t4 = x[:, :, :, 0:32]
-        rotated = torch.cat([t3, t4], -1)
+        aotFusion0_t1 = torch.Tensor.__getitem__(x, (..., slice(32, None, None)))
+        aotFusion0_t6 = torch.neg(aotFusion0_t1)
+        aotFusion0_t7 = torch.Tensor.__getitem__(x, (..., slice(None, 32, None)))
+        aotFusion0_t8 = torch.cat((aotFusion0_t6, aotFusion0_t7), -1)
         # thunder_aot/examples/blocks.py:80: return x * cos + rotated * sin
-        t6 = cos.expand(1, 8, S, 64)
-        t7 = x.to(torch.float32)
-        t8 = t6.to(torch.float32)
-        t9 = t7 * t8
-        t10 = t9.to(torch.bfloat16)
-        t11 = sin.expand(1, 8, S, 64)
-        t12 = rotated.to(torch.float32)
-        t13 = t11.to(torch.float32)
-        t14 = t12 * t13
-        t15 = t14.to(torch.bfloat16)
-        t16 = t10.to(torch.float32)
-        t17 = t15.to(torch.float32)
-        t18 = t16 + t17
-        t19 = t18.to(torch.bfloat16)
+        aotFusion0_t14 = torch.mul(x, cos)
+        aotFusion0_t21 = torch.mul(aotFusion0_t8, sin)
+        t19 = torch.add(aotFusion0_t14, aotFusion0_t21, alpha=1)
         return t19
 
 

@@ -87,54 +87,25 @@ def forward(scores, mask_):
     program = _dispatch(scores, mask_)
     if program == 0:
         # serves 1x8x1x1:bfloat16, 1x1x1x1:float32
-        # program0_fusion0: convert_element_type, mul, broadcast_in_dim, add, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, div, shallow_copy, convert_element_type
+        # program0_fusion0: the source's torch calls (18 prims)
         # thunder_aot/examples/blocks.py:62: probs = torch.softmax(scores.float() * self.scale + mask, dim=-1)
-        t0 = scores.to(torch.float32)
-        t2 = t0 * 0.125
-        t3 = mask_.expand(1, 8, 1, 1)
-        t4 = t2 + t3
-        t5 = t4
-        t6 = t5
-        t7 = torch.amax(t6, (3,))
-        t8 = t7.view(1, 8, 1, 1)
-        t9 = t8
-        t10 = t5 - t9
-        t11 = torch.exp(t10)
-        t12 = t11
-        t13 = torch.sum(t12, (3,))
-        t14 = t13.view(1, 8, 1, 1)
-        t15 = t14
-        t16 = t11 / t15
-        probs = t16
+        aotFusion0_t3 = torch.Tensor.to(scores, torch.float32, copy=True)
+        aotFusion0_t5 = torch.mul(aotFusion0_t3, 0.125)
+        aotFusion0_t7 = torch.add(aotFusion0_t5, mask_, alpha=1)
+        aotFusion0_t21 = torch.softmax(aotFusion0_t7, -1)
         # thunder_aot/examples/blocks.py:63: return probs.to(scores.dtype)
-        t18 = probs.to(torch.bfloat16)
+        t18 = torch.Tensor.to(aotFusion0_t21, copy=False, dtype=torch.bfloat16)
         return t18
     if program == 1:
         # serves 1x8x[S=2..512]x[S]:bfloat16, 1x1x[S]x[S]:float32
-        S = scores.shape[2]
-        # program1_fusion0: convert_element_type, mul, broadcast_in_dim, add, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, broadcast_in_dim, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, broadcast_in_dim, div, shallow_copy, convert_element_type
+        # program1_fusion0: the source's torch calls (20 prims)
         # thunder_aot/examples/blocks.py:62: probs = torch.softmax(scores.float() * self.scale + mask, dim=-1)
-        t0 = scores.to(torch.float32)
-        t2 = t0 * 0.125
-        t3 = mask_.expand(1, 8, S, S)
-        t4 = t2 + t3
-        t5 = t4
-        t6 = t5
-        t7 = torch.amax(t6, (3,))
-        t8 = t7.view(1, 8, S, 1)
-        t9 = t8
-        t10 = t9.expand(1, 8, S, S)
-        t11 = t5 - t10
-        t12 = torch.exp(t11)
-        t13 = t12
-        t14 = torch.sum(t13, (3,))
-        t15 = t14.view(1, 8, S, 1)
-        t16 = t15
-        t17 = t16.expand(1, 8, S, S)
-        t18 = t12 / t17
-        probs = t18
+        aotFusion0_t3 = torch.Tensor.to(scores, torch.float32, copy=True)
+        aotFusion0_t5 = torch.mul(aotFusion0_t3, 0.125)
+        aotFusion0_t7 = torch.add(aotFusion0_t5, mask_, alpha=1)
+        aotFusion0_t23 = torch.softmax(aotFusion0_t7, -1)
         # thunder_aot/examples/blocks.py:63: return probs.to(scores.dtype)
-        t20 = probs.to(torch.bfloat16)
+        t20 = torch.Tensor.to(aotFusion0_t23, copy=False, dtype=torch.bfloat16)
         return t20
 
 

@@ -53,26 +53,11 @@ def forward(logits):
     program = _dispatch(logits)
     if program == 0:
         # serves [s0=1..64]x32000:bfloat16
-        s0 = logits.shape[0]
-        # fusion0: convert_element_type, div, shallow_copy, shallow_copy, amax, broadcast_in_dim, shallow_copy, broadcast_in_dim, sub, exp, shallow_copy, sum, broadcast_in_dim, shallow_copy, broadcast_in_dim, div, shallow_copy
+        # fusion0: the source's torch calls (17 prims)
         # thunder_aot/examples/blocks.py:111: return torch.softmax(logits.float() / self.temperature, dim=-1)
-        t0 = logits.to(torch.float32)
-        t2 = t0 / 0.7
-        t3 = t2
-        t4 = t3
-        t5 = torch.amax(t4, (1,))
-        t6 = t5.view(s0, 1)
-        t7 = t6
-        t8 = t7.expand(s0, 32000)
-        t9 = t3 - t8
-        t10 = torch.exp(t9)
-        t11 = t10
-        t12 = torch.sum(t11, (1,))
-        t13 = t12.view(s0, 1)
-        t14 = t13
-        t15 = t14.expand(s0, 32000)
-        t16 = t10 / t15
-        t17 = t16
+        aotFusion0_t3 = torch.Tensor.to(logits, torch.float32, copy=True)
+        aotFusion0_t4 = torch.true_divide(aotFusion0_t3, 0.7)
+        t17 = torch.softmax(aotFusion0_t4, -1)
         return t17
 
 

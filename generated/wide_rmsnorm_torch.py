@@ -57,26 +57,19 @@ def forward(hidden_states, t_weight):
     program = _dispatch(hidden_states, t_weight)
     if program == 0:
         # serves 1x[s0=1..128]x16384:bfloat16
-        s0 = hidden_states.shape[1]
-        # fusion0: convert_element_type, pow, shallow_copy, sum, broadcast_in_dim, div, shallow_copy, add, rsqrt, broadcast_in_dim, mul, broadcast_in_dim, mul, convert_element_type
+        # fusion0: the source's torch calls (14 prims)
         # thunder_aot/examples/gpt_oss.py:22: hidden_states = hidden_states.to(torch.float32)
-        t0 = hidden_states.to(torch.float32)
+        aotFusion0_t2 = torch.Tensor.to(hidden_states, copy=False, dtype=torch.float32)
         # thunder_aot/examples/gpt_oss.py:23: variance = hidden_states.pow(2).mean(-1, keepdim=True)
-        t1 = t0**2.0
-        t2 = t1
-        t3 = torch.sum(t2, (2,))
-        t4 = t3.view(1, s0, 1)
-        t5 = t4 / 16384.0
-        variance = t5
+        aotFusion0_t3 = torch.pow(aotFusion0_t2, 2)
+        aotFusion0_t10 = torch.mean(aotFusion0_t3, -1, True, dtype=None)
         # thunder_aot/examples/gpt_oss.py:24: hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
-        t8 = variance + 1e-05
-        t9 = torch.rsqrt(t8)
-        t10 = t9.expand(1, s0, 16384)
-        t11 = t0 * t10
+        aotFusion0_t12 = torch.add(aotFusion0_t10, 1e-05, alpha=1)
+        aotFusion0_t13 = torch.rsqrt(aotFusion0_t12)
+        aotFusion0_t17 = torch.mul(aotFusion0_t2, aotFusion0_t13)
         # thunder_aot/examples/gpt_oss.py:25: return (self.weight * hidden_states).to(input_dtype)
-        t14 = t_weight.view(1, 1, 16384).expand(1, s0, 16384)
-        t15 = t14 * t11
-        t16 = t15.to(torch.bfloat16)
+        aotFusion0_t19 = torch.mul(t_weight, aotFusion0_t17)
+        t16 = torch.Tensor.to(aotFusion0_t19, copy=False, dtype=torch.bfloat16)
         return t16
 
 

@@ -2,7 +2,8 @@
 
 The templates only loop over these views and fill slots; every choice (which checks, which
 dispatch, which definitions are shared, what each program's branch says) is made here or in the
-backend's region views.
+backend's region views. It is one file because it is the one place those choices are made: the
+view types and the functions that fill them read each other's decisions.
 """
 
 from __future__ import annotations

@@ -10,6 +10,9 @@ the outputs, and a tolerance made of it would accept anything. So a module's cho
 (:func:`run_recording_choices`) and its float64 reference makes the same ones (:func:`run64` with
 ``choices``): eager is judged against the float64 run that picks what eager picked, the generated
 module against the one that picks what it picked (the same run where they agree).
+
+It is one file because the bounds, the float64 runs they are measured against and the choices
+those runs replay are one judgement: each is only right with the others.
 """
 
 from __future__ import annotations
