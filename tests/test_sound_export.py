@@ -314,7 +314,8 @@ from thunder_aot.request import ExportRequest
 interpreter_rounds_like_the_gpu()
 for seed in map(int, sys.argv[1:]):
     messages = []
-    request = ExportRequest("tests.sound_modules:log_softmax", ("[1..16]x64:bf16",), backend="triton", verify_seed=seed)
+    shapes = ("[1..16]x64:bf16",)
+    request = ExportRequest("tests.sound_modules:log_softmax", shapes, backend="triton", verify_seed=seed)
     text = export(request, progress=messages.append)
     print(json.dumps({"seed": seed, "messages": messages, "text": text}))
 """
