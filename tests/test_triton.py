@@ -381,7 +381,7 @@ def test_broadcast_rows_index_the_row_they_repeat(full, own):
     """An input whose rows repeat along lead dims of size 1 is read at the row broadcasting gives."""
     import torch
 
-    from thunder_aot.backends.triton.lowering import RowProgram
+    from thunder_aot.backends.triton.row_kernels import RowProgram
     from thunder_aot.ir import DimRange, Region, SymDim, TensorSpec, Value
 
     def dims(shape):
@@ -644,23 +644,23 @@ def test_a_row_reduction_wider_than_the_output_row_takes_whole_rows():
 def test_masks_are_sets_of_conditions_less_the_implied_ones():
     """A mask is the set of its conditions (parentheses and nesting aside), less each one another
     implies; a value computed under a mask serves any mask that implies it."""
-    from thunder_aot.backends.triton.pointwise import _conjuncts, _empty, _implies, _simplest
+    from thunder_aot.backends.triton.index_math import conjuncts, empty, implies, simplest
 
-    assert _conjuncts("m0 & ((cols >= S) & (cols < S + 1))") == ["m0", "cols >= S", "cols < S + 1"]
-    assert _simplest({"row < 4 * S", "cols < S", "cols < (S + 1)"}) == {"row < 4 * S", "cols < S"}
-    kept = _simplest({"cols >= S", "cols >= S + 1", "cols < 32 + 32", "cols < 64"})  # two bounds, equivalent
+    assert conjuncts("m0 & ((cols >= S) & (cols < S + 1))") == ["m0", "cols >= S", "cols < S + 1"]
+    assert simplest({"row < 4 * S", "cols < S", "cols < (S + 1)"}) == {"row < 4 * S", "cols < S"}
+    kept = simplest({"cols >= S", "cols >= S + 1", "cols < 32 + 32", "cols < 64"})  # two bounds, equivalent
     assert len(kept) == 2 and "cols >= S + 1" in kept
-    assert _implies(frozenset({"row < R", "cols < S"}), frozenset({"row < R", "cols < S + 1"}))
-    assert not _implies(frozenset({"row < R", "cols < S + 1"}), frozenset({"row < R", "cols < S"}))
-    assert not _implies(frozenset({"cols < S"}), frozenset({"cols < 2 * S"}))  # only constant offsets compare
-    assert not _implies(frozenset({"cols < S"}), frozenset({"row < R", "cols < S"}))
+    assert implies(frozenset({"row < R", "cols < S"}), frozenset({"row < R", "cols < S + 1"}))
+    assert not implies(frozenset({"row < R", "cols < S + 1"}), frozenset({"row < R", "cols < S"}))
+    assert not implies(frozenset({"cols < S"}), frozenset({"cols < 2 * S"}))  # only constant offsets compare
+    assert not implies(frozenset({"cols < S"}), frozenset({"row < R", "cols < S"}))
     # a cat's piece that no lane of a mask reads: below a bound and at or above it; a tail lane
     # (never negative) before the row's end
-    assert _empty({"row < R", "cols < S", "cols >= S"}) and _empty({"cols < S", "cols >= S + 1"})
-    assert _empty({"tail < 1", "(S + tail) < S"}) and not _empty(
+    assert empty({"row < R", "cols < S", "cols >= S"}) and empty({"cols < S", "cols >= S + 1"})
+    assert empty({"tail < 1", "(S + tail) < S"}) and not empty(
         {"tail < 1", "(S + tail) >= S", "(S + tail) < S + 1"}
     )
-    assert not _empty({"cols < S + 1", "cols >= S"}) and not _empty({"cols < S", "cols >= S - 1"})
+    assert not empty({"cols < S + 1", "cols >= S"}) and not empty({"cols < S", "cols >= S - 1"})
 
 
 @pytest.mark.traces

@@ -4,7 +4,7 @@ Thunder's fusion pass leaves ``torch.topk`` to torch (no fusion executor takes i
 layer keeps one torch call between the router's matmul and the routing weights' softmax, and with
 it one more launch. :func:`topk_regions` makes ``torch.topk(x, k)`` over a static last dim of at
 most :data:`MAX_ROW` floats (largest first, sorted: every transformers router) a region of one
-``topk`` prim, which the backend lowers to one kernel (``backends/triton/topk.py``) and whose
+``topk`` prim, which the backend lowers to one kernel (``backends/triton/topk_kernels.py``) and whose
 fallback is the call itself. Done only where the backend makes a kernel of it, and where the
 module does not return the values or picks: which of two tied values comes first is each
 implementation's own (torch's differs between CPU and CUDA), so a pick the caller sees stays

@@ -7,23 +7,32 @@ registers (persistent schedule); wider rows are walked in chunks (looped schedul
 
 Checked on CPU through Triton's interpreter (``TRITON_INTERPRET=1``) and on the GPU machine
 (tests/test_gpu.py: numerics with poisoned outputs, CUDA graphs, compute-sanitizer memcheck).
+
+The backend (:class:`TritonBackend`, here) picks a kernel per region from its modules: ``row_kernels``
+(:class:`RowProgram`), ``index_kernels`` (:class:`PointwiseProgram`, with the mask and index
+arithmetic of ``index_math``), ``routing_kernels`` and ``topk_kernels``; ``op_tables`` holds the
+translation tables they share, ``schedule`` the launch shapes, ``launch`` the region as codegen sees
+it, ``interpreter`` the CPU checks' patch of Triton's interpreter.
 """
 
 from __future__ import annotations
 
 import os
 
+import torch
+
 from thunder_aot.backends.base import Backend, Line, render_dim, source_comments, tuple_text
 from thunder_aot.backends.torch import TorchBackend, TorchRegionView
+from thunder_aot.backends.triton.index_kernels import BLOCK as POINTWISE_BLOCK
+from thunder_aot.backends.triton.index_kernels import NUM_WARPS as POINTWISE_WARPS
+from thunder_aot.backends.triton.index_kernels import PointwiseProgram
 from thunder_aot.backends.triton.interpreter import interpreter_rounds_like_the_gpu
 from thunder_aot.backends.triton.launch import TritonRegionView, contiguous_strides, numel_text
-from thunder_aot.backends.triton.lowering import TL_DTYPES, Expr, Kind, RowProgram, Unsupported
-from thunder_aot.backends.triton.pointwise import BLOCK as POINTWISE_BLOCK
-from thunder_aot.backends.triton.pointwise import MOVES, PointwiseProgram
-from thunder_aot.backends.triton.pointwise import NUM_WARPS as POINTWISE_WARPS
-from thunder_aot.backends.triton.routing import RoutingProgram
+from thunder_aot.backends.triton.op_tables import MOVES, TL_DTYPES, Unsupported
+from thunder_aot.backends.triton.routing_kernels import RoutingProgram
+from thunder_aot.backends.triton.row_kernels import Expr, Kind, RowProgram
 from thunder_aot.backends.triton.schedule import MOVE_WARPS
-from thunder_aot.backends.triton.topk import topk_view
+from thunder_aot.backends.triton.topk_kernels import topk_view
 from thunder_aot.ir import DimRange, DType, Region
 
 
@@ -74,7 +83,7 @@ class TritonBackend(Backend):
     # its kernels store a transposed key as computed; the matmul reads a view
     # (passes.transposed_outputs_as_views)
     views_for_strided_readers = True
-    # a router's top-k is one kernel (passes.topk_as_regions, backends/triton/topk.py)
+    # a router's top-k is one kernel (passes.topk_as_regions, backends/triton/topk_kernels.py)
     fuses_topk = True
 
     def __init__(self) -> None:
@@ -97,8 +106,6 @@ class TritonBackend(Backend):
         return "cuda"
 
     def unavailable_reason(self) -> str | None:
-        import torch
-
         if os.environ.get("TRITON_INTERPRET") == "1":
             return None
         if not torch.cuda.is_available():
@@ -196,7 +203,7 @@ class TritonBackend(Backend):
         )
 
     def _routing_view(self, region: Region, dims: tuple[DimRange, ...]) -> TritonRegionView:
-        """One program over the routing region's whole 1-D tensors (backends/triton/routing.py)."""
+        """One program over the routing region's whole 1-D tensors (backends/triton/routing_kernels.py)."""
         prog = RoutingProgram(region, dims)
         body = prog.body()
         (source,) = region.inputs

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+import torch
+
 
 def interpreter_rounds_like_the_gpu() -> None:
     """Triton 3.6's interpreter converts float32 to bfloat16 by truncation where the GPU rounds to
@@ -12,8 +14,8 @@ def interpreter_rounds_like_the_gpu() -> None:
     round as the GPU does. Only under TRITON_INTERPRET=1; idempotent."""
     if os.environ.get("TRITON_INTERPRET") != "1":
         return
+    # optional dependencies, imported only under the interpreter: Triton (and numpy, which it needs)
     import numpy as np
-    import torch
     import triton.language as tl
     from triton.runtime import interpreter
 

@@ -27,7 +27,7 @@ MOVE_WARPS = 8
 ROUTING_WARPS = 16
 
 
-def _next_pow2(n: int) -> int:
+def next_pow2(n: int) -> int:
     return 1 << (n - 1).bit_length()
 
 
@@ -77,9 +77,9 @@ def schedule(n: int, max_rows: int | None = None) -> Schedule:
     device-to-device copy's bandwidth at 65536 rows, against 79% with 16 warps); looped, chunks of
     8192 lanes with 16 warps (the best of 2048/4096/8192 x 4/8/16 for rows of 16384 and 32000)."""
     if n <= MAX_BLOCK:
-        block = _next_pow2(n)
+        block = next_pow2(n)
         rows = max(1, TILE_LANES // block)
         if max_rows is not None:
-            rows = min(rows, _next_pow2(max_rows))
+            rows = min(rows, next_pow2(max_rows))
         return Schedule(block, max(1, min(8, rows * block // 1024)), looped=False, rows=rows)
     return Schedule(LOOP_BLOCK, 16, looped=True)

@@ -5,7 +5,7 @@ follows from it alone) as one program over whole 1-D tensors: every value of the
 
 :data:`ROUTING_OPS` maps each op to the method that writes it. A region with anything else, or
 longer than MAX_BLOCK at its range's upper edge, raises
-:class:`~thunder_aot.backends.triton.lowering.Unsupported` (it runs as its source's torch calls).
+:class:`~thunder_aot.backends.triton.op_tables.Unsupported` (it runs as its source's torch calls).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from thunder_aot.backends.base import Line, source_comments
-from thunder_aot.backends.triton.lowering import TL_DTYPES, Unsupported
-from thunder_aot.backends.triton.schedule import ROUTING_WARPS, _next_pow2
+from thunder_aot.backends.triton.op_tables import TL_DTYPES, Unsupported
+from thunder_aot.backends.triton.schedule import ROUTING_WARPS, next_pow2
 from thunder_aot.ir import Const, DimRange, DType, PrimOp, Ref, Region
 
 #: the longest sort one program takes (keys in registers: 32 per thread at 8 warps)
@@ -51,7 +51,7 @@ class RoutingProgram:
         )
         if upper is None or upper > MAX_BLOCK:
             raise Unsupported(f"a routing region longer than {MAX_BLOCK} (or without an upper edge)")
-        self.block = _next_pow2(max(upper, 2))
+        self.block = next_pow2(max(upper, 2))
         # one program sorts every id: more warps share the sort's compare-and-swap stages
         self.num_warps = min(ROUTING_WARPS, max(4, self.block // 128))
         self.values: dict[str, Vector] = {}
@@ -146,7 +146,7 @@ class RoutingProgram:
             raise Unsupported("histc of other than the sort's length")
         if bins not in self.bins:
             self.bins[bins] = f"bins{bins}"
-            self.lines.append(Line(f"bins{bins} = tl.arange(0, {_next_pow2(max(bins, 2))})"))
+            self.lines.append(Line(f"bins{bins} = tl.arange(0, {next_pow2(max(bins, 2))})"))
         lanes = self.bins[bins]
         out = op.outputs[0].name
         self.set(f"{out}_x", f"({a.text}).to(tl.float32)", "offs")
@@ -155,7 +155,7 @@ class RoutingProgram:
             f"{out}_bin", f"(({out}_x - {float(lo)!r}) * {bins} / {float(hi - lo)!r}).to(tl.int32)", "offs"
         )
         self.set(f"{out}_bin", f"tl.where({out}_in, tl.minimum({out}_bin, {bins - 1}), 0)", "offs")
-        counts = f"tl.histogram({out}_bin, {_next_pow2(max(bins, 2))}, mask={out}_in)"
+        counts = f"tl.histogram({out}_bin, {next_pow2(max(bins, 2))}, mask={out}_in)"
         self.set(out, f"{counts}.to({TL_DTYPES[op.outputs[0].spec.dtype]})", lanes)
 
     def cumsum(self, op: PrimOp) -> None:

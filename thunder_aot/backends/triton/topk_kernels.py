@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from thunder_aot.backends.base import Line, render_dim
 from thunder_aot.backends.triton.launch import TritonRegionView, numel_text
-from thunder_aot.backends.triton.lowering import TL_DTYPES, Unsupported
+from thunder_aot.backends.triton.op_tables import TL_DTYPES, Unsupported
 from thunder_aot.backends.triton.schedule import schedule
 from thunder_aot.ir import Const, DimRange, Ref, Region
 

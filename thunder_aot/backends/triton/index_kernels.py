@@ -1,4 +1,4 @@
-"""Lowering of regions with shape ops in them (reshape, transpose, broadcast, slice, cat, squeeze),
+"""Index kernels: regions with shape ops in them (reshape, transpose, broadcast, slice, cat, squeeze),
 as Thunder forms for rotary embeddings of ``q_proj(x).view(...).transpose(1, 2)`` or Qwen3's
 per-head RMSNorm of ``q_proj(x).view(...)``: one ``@triton.jit`` kernel over the elements of the
 region's outputs.
@@ -16,8 +16,12 @@ a reduction puts the lanes at the reduced dim) down to the region's inputs, whic
 index they end at. Values are computed where they are needed, once per distinct index (outputs of
 different shapes recompute what they share at their own index).
 
-:data:`POINTWISE_OPS` maps each prim to its lowering; a region with a reduction, or a prim missing
-here, raises :class:`~thunder_aot.backends.triton.lowering.Unsupported`.
+:data:`POINTWISE_OPS` maps each prim to its lowering; a prim missing here raises
+:class:`~thunder_aot.backends.triton.op_tables.Unsupported`. The arithmetic of masks and indices is
+in :mod:`~thunder_aot.backends.triton.index_math`, the expression templates in
+:mod:`~thunder_aot.backends.triton.op_tables`.
+
+(Over 500 lines: :class:`PointwiseProgram` and the op table whose rows call its methods are one unit.)
 """
 
 from __future__ import annotations
@@ -28,18 +32,32 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from thunder_aot.backends.base import Line, render_const, source_comments
-from thunder_aot.backends.triton.lowering import (
-    _BINARY,
-    _COMBINE,
-    _COMPARISONS,
-    _REDUCE_IDENTITY,
-    _UNARY,
+from thunder_aot.backends.triton.index_math import (
+    Mask,
+    conjuncts,
+    empty,
+    gathered,
+    implies,
+    is_literal,
+    is_name,
+    reshape_groups,
+    simplest,
+)
+from thunder_aot.backends.triton.op_tables import (
+    BINARY,
+    BITS,
+    COMPARISONS,
+    FLOAT_DTYPES,
+    REDUCE_COMBINE,
+    REDUCE_IDENTITY,
+    REDUCTIONS,
     TL_DTYPES,
+    UNARY,
     Unsupported,
     half_literal,
     pow_text,
 )
-from thunder_aot.backends.triton.schedule import MAX_BLOCK, Schedule, _next_pow2, dense, schedule
+from thunder_aot.backends.triton.schedule import MAX_BLOCK, Schedule, dense, next_pow2, schedule
 from thunder_aot.ir import Const, Dim, DimRange, DType, PrimOp, Ref, Region, Seq, SizeArg, SymDim, Value
 
 #: elements per program and warps: a flat pointwise kernel's usual tile (1024 lanes, as TILE_LANES)
@@ -133,10 +151,10 @@ class PointwiseProgram:
             self.tails = {
                 id(op): e for op in reductions if (e := _excess(width, _reduced_dim(self, op)[2])) is not None
             }
-            if any(op.prim not in _REDUCE_IDENTITY for op in reductions if id(op) in self.tails):
+            if any(op.prim not in REDUCE_IDENTITY for op in reductions if id(op) in self.tails):
                 self.tails = {}
             #: the tail's lanes (a power of two), 0 without one
-            self.tail = _next_pow2(max(self.tails.values())) if self.tails else 0
+            self.tail = next_pow2(max(self.tails.values())) if self.tails else 0
             widest = max([widest, *(w for op, w in zip(reductions, reduced) if id(op) not in self.tails)])
             if widest > MAX_BLOCK:
                 raise Unsupported("rows wider than a tile's lanes in a tiled kernel")
@@ -215,13 +233,13 @@ class PointwiseProgram:
         named masks: masks of the same conditions, less those another implies (``cols < S`` implies
         ``cols < S + 1``), share one name, so that loads and values under them are computed once."""
         atoms: set[str] = set()
-        for part in _conjuncts(condition):
+        for part in conjuncts(condition):
             if part in self._atoms:
                 atoms |= self._atoms[part]
             else:
                 atoms.add(part)
                 self._order.setdefault(part, len(self._order))
-        return self._named(_simplest(atoms))
+        return self._named(simplest(atoms))
 
     def _named(self, atoms: Mask) -> str:
         """The name of the mask of ``atoms``, written (on the largest named mask it narrows) where new."""
@@ -245,10 +263,10 @@ class PointwiseProgram:
         ``atoms`` holds at, it holds at too). A softmax's output and its reductions' operands
         then share their values where the reductions' rows are wider (a sink column)."""
         asked = (self._requests or {}).get((name, index), ())
-        if _gathered(" ".join(index)) or any(_gathered(c) for c in atoms):
+        if gathered(" ".join(index)) or any(gathered(c) for c in atoms):
             return atoms  # a gather's index names (j<k>) may differ between the passes
-        wider = [m for m in asked if not any(_gathered(c) for c in m) and _implies(atoms, m)]
-        widest = [m for m in wider if not any(o != m and _implies(m, o) for o in wider)]
+        wider = [m for m in asked if not any(gathered(c) for c in m) and implies(atoms, m)]
+        widest = [m for m in wider if not any(o != m and implies(m, o) for o in wider)]
         return min(widest, key=lambda m: (len(m), sorted(m)), default=atoms)
 
     def _upper(self, d: Dim) -> int | None:
@@ -322,7 +340,7 @@ class PointwiseProgram:
             text = POINTWISE_OPS[op.prim](self, op, name, index, mask)
             comment = self.comments.get(id(op), "") if id(op) not in self._commented else ""
             self._commented.add(id(op))
-        if _is_name(text) or _is_literal(text):
+        if is_name(text) or is_literal(text):
             self._memo[key] = text
             return text
         if text in self._texts:  # the same expression reached under another mask: computed once
@@ -474,135 +492,6 @@ class PointwiseProgram:
         return [((*index[:dim], "cols", *index[dim:]), self.tile_mask(f"cols < {self.size(size)}"))]
 
 
-#: a mask: its conditions (each a comparison, without parentheses around it)
-Mask = frozenset[str]
-
-
-def _split_top(text: str, separator: str) -> list[str]:
-    """``text`` split at each ``separator`` outside parentheses."""
-    parts, depth, start, k = [], 0, 0, 0
-    while k < len(text):
-        c = text[k]
-        depth += (c == "(") - (c == ")")
-        if depth == 0 and text.startswith(separator, k):
-            parts.append(text[start:k])
-            k = start = k + len(separator)
-            continue
-        k += 1
-    return [*parts, text[start:]]
-
-
-def _unwrapped(text: str) -> str:
-    """``text`` without the parentheses around the whole of it."""
-    text = text.strip()
-    while text.startswith("(") and _closing(text) == len(text) - 1:
-        text = text[1:-1].strip()
-    return text
-
-
-def _closing(text: str) -> int:
-    """The position of the parenthesis that closes the one ``text`` opens with."""
-    depth = 0
-    for k, c in enumerate(text):
-        depth += (c == "(") - (c == ")")
-        if depth == 0:
-            return k
-    return -1
-
-
-def _conjuncts(condition: str) -> list[str]:
-    """The conditions a conjunction (``a & (b) & (c & d)``) is made of."""
-    parts = _split_top(_unwrapped(condition), " & ")
-    if len(parts) == 1:
-        return parts
-    return [c for part in parts for c in _conjuncts(part)]
-
-
-def _bound(condition: str) -> tuple[str, str, str, int] | None:
-    """``lhs < rhs`` or ``lhs >= rhs`` as (lhs, operator, rhs's symbolic terms, rhs's integer
-    terms summed), else None."""
-    for operator in (" < ", " >= "):
-        sides = _split_top(condition, operator)
-        if len(sides) == 2:
-            symbolic, constant = [], 0
-            for term in _terms(sides[1]):
-                if re.fullmatch(r"-?\d+", term):
-                    constant += int(term)
-                else:
-                    symbolic.append(term)
-            return _unwrapped(sides[0]), operator.strip(), " + ".join(symbolic), constant
-    return None
-
-
-def _terms(text: str) -> list[str]:
-    """The terms of a sum (``(S + 1) + 32``: S, 1, 32)."""
-    parts = _split_top(_unwrapped(text), " + ")
-    return [_unwrapped(parts[0])] if len(parts) == 1 else [t for part in parts for t in _terms(part)]
-
-
-#: the program's lane indices (never negative)
-_LANE_AXES = ("cols", "tail", "row", "offs")
-
-
-def _lane_bound(condition: str) -> tuple[str, str, str, int] | None:
-    """:func:`_bound`, with a lane index past a row (``(W + tail) < W + c``) compared as the lane
-    itself (``tail < c``)."""
-    bound = _bound(condition)
-    if bound is None:
-        return None
-    lhs, operator, symbolic, constant = bound
-    terms = _terms(lhs)
-    lanes = [t for t in terms if t in _LANE_AXES]
-    if len(lanes) == 1 and len(terms) > 1:
-        rest = [t for t in terms if t != lanes[0]]
-        numbers = [int(t) for t in rest if re.fullmatch(r"-?\d+", t)]
-        if " + ".join(t for t in rest if not re.fullmatch(r"-?\d+", t)) == symbolic:
-            return lanes[0], operator, "", constant - sum(numbers)
-    return bound
-
-
-def _empty(atoms: set[str]) -> bool:
-    """Whether no lane satisfies every condition of ``atoms``: a lane index below 0, or below a
-    bound and at or above a bound no smaller (``cols < S`` and ``cols >= S``)."""
-    bounds = [b for b in map(_lane_bound, atoms) if b is not None]
-    if any(lhs in _LANE_AXES and op == "<" and not sym and c <= 0 for lhs, op, sym, c in bounds):
-        return True
-    return any(
-        x[0] == y[0] and x[2] == y[2] and x[1] == "<" and y[1] == ">=" and y[3] >= x[3]
-        for x in bounds
-        for y in bounds
-    )
-
-
-def _implied(a: str, b: str) -> bool:
-    """Condition ``a`` implies ``b`` (the same, or the same bound, tighter)."""
-    if a == b:
-        return True
-    x, y = _bound(a), _bound(b)
-    if x is None or y is None or x[:3] != y[:3]:
-        return False
-    return x[3] <= y[3] if x[1] == "<" else x[3] >= y[3]
-
-
-def _implies(have: Mask, need: Mask) -> bool:
-    """Where every condition of ``have`` holds, every condition of ``need`` holds."""
-    return all(any(_implied(a, b) for a in have) for b in need)
-
-
-def _simplest(atoms: set[str]) -> Mask:
-    """``atoms`` less each condition another of them implies (of two equivalent, the first in order)."""
-
-    def dropped(b: str) -> bool:
-        return any(a != b and _implied(a, b) and (not _implied(b, a) or a < b) for a in atoms)
-
-    return frozenset(b for b in atoms if not dropped(b))
-
-
-def _gathered(text: str) -> bool:
-    """``text`` reads a gather's run-time index (``j<k>``)."""
-    return re.search(r"\bj\d+\b", text) is not None
-
-
 def _live(lines: list[Line]) -> list[Line]:
     """``lines`` less the masks and values no later line reads (a mask written for a value then
     computed under a wider one); a dropped line's source comment moves to the next line kept."""
@@ -617,18 +506,6 @@ def _live(lines: list[Line]) -> list[Line]:
         read |= set(re.findall(r"\b[mvj]\d+\b", line.code))
         kept.append(line)
     return kept[::-1]
-
-
-def _is_name(text: str) -> bool:
-    return text.isidentifier()
-
-
-def _is_literal(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return text in ("True", "False")
-    return True
 
 
 def _static(arg) -> int:
@@ -673,11 +550,6 @@ def _compare(operator: str) -> Lower:
     return lower
 
 
-_FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
-#: the integer type a float's bits are read as (its sign bit is the integer's)
-_BITS = {"float16": "tl.int16", "bfloat16": "tl.int16", "float32": "tl.int32", "float64": "tl.int64"}
-
-
 def _int_const(arg) -> int | None:
     """The value of an integer constant argument (not a bool), else None."""
     if isinstance(arg, Const) and isinstance(arg.value, int) and not isinstance(arg.value, bool):
@@ -697,14 +569,14 @@ def _integer_divisor(op: PrimOp) -> str:
 def _div(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) -> str:
     """Floats: true division. Integers (Thunder's floor_divide divides, then corrects the sign):
     division truncated toward zero, which Triton's ``//`` of signed integers is (LLVM's sdiv)."""
-    if op.outputs[0].spec.dtype not in _FLOAT_DTYPES:
+    if op.outputs[0].spec.dtype not in FLOAT_DTYPES:
         return f"{p.operand(op.args[0], index, mask)} // {_integer_divisor(op)}"
     return _binary("{} / {}")(p, op, name, index, mask)
 
 
 def _fmod(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) -> str:
     """The remainder with the dividend's sign (C's fmod): Triton's ``%`` (LLVM's srem and frem)."""
-    if op.outputs[0].spec.dtype not in _FLOAT_DTYPES:
+    if op.outputs[0].spec.dtype not in FLOAT_DTYPES:
         return f"{p.operand(op.args[0], index, mask)} % {_integer_divisor(op)}"
     return _binary("{} % {}")(p, op, name, index, mask)
 
@@ -716,7 +588,7 @@ def _signbit(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str
         raise Unsupported("signbit of a constant")
     dtype = p.specs[a.name].dtype
     text = p.operand(a, index, mask)
-    return f"({text}).to({_BITS[dtype]}, bitcast=True) < 0" if dtype in _BITS else f"{text} < 0"
+    return f"({text}).to({BITS[dtype]}, bitcast=True) < 0" if dtype in BITS else f"{text} < 0"
 
 
 def _iota(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) -> str:
@@ -771,57 +643,6 @@ def _transpose(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: s
     return p.value(a.name, tuple(inner), mask)
 
 
-def _product_key(dims) -> tuple[int, tuple]:
-    """A product of sizes as (its static factor, its dynamic factors in order): two products are
-    equal where both are (dynamic sizes compared as symbols)."""
-    static, dynamic = 1, []
-    for d in dims:
-        if isinstance(d, int):
-            static *= d
-        else:
-            dynamic.append((d.name, d.coeff, d.offset))
-    return static, tuple(sorted(dynamic))
-
-
-def reshape_groups(in_shape: tuple, out_shape: tuple) -> list[tuple[list[int], list[int]]] | None:
-    """The runs of consecutive input and output dims a reshape maps onto each other (equal
-    products: ``[1, S, 256] -> [1, S, 4, 64]`` is (0|0), (1|1), (2|2, 3)); size-1 dims join the
-    run beside them. None where the runs cannot be told apart from the shapes."""
-    groups: list[tuple[list[int], list[int]]] = []
-    i = j = 0
-    while i < len(in_shape) or j < len(out_shape):
-        dims_in, dims_out = [], []
-        while True:
-            key_in, key_out = _product_key(in_shape[k] for k in dims_in), _product_key(
-                out_shape[k] for k in dims_out
-            )
-            if dims_in and dims_out and key_in == key_out:
-                break
-            sym_in, sym_out = set(key_in[1]), set(key_out[1])
-            grow_in = (
-                not dims_in or sym_in < sym_out or (sym_in == sym_out and key_in[0] < key_out[0])
-            ) and i < len(in_shape)
-            grow_out = (
-                not dims_out or sym_out < sym_in or (sym_in == sym_out and key_out[0] < key_in[0])
-            ) and j < len(out_shape)
-            if grow_in:
-                dims_in.append(i)
-                i += 1
-            elif grow_out:
-                dims_out.append(j)
-                j += 1
-            else:
-                return None
-        while i < len(in_shape) and in_shape[i] == 1:  # trailing size-1 dims join this run
-            dims_in.append(i)
-            i += 1
-        while j < len(out_shape) and out_shape[j] == 1:
-            dims_out.append(j)
-            j += 1
-        groups.append((dims_in, dims_out))
-    return groups
-
-
 def _reshape(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) -> str:
     """The same elements in row-major order. Each run of output dims that makes up a run of input
     dims (:func:`reshape_groups`) is flattened and re-split over those input dims alone: a merge
@@ -846,7 +667,7 @@ def _reshape(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str
                 inner[k] = carried if k in kept_in else "0"
             continue
         flat = p.flatten(tuple(index[k] for k in dims_out), sub_out)
-        split = p.split(flat if _is_name(flat) else f"({flat})", sub_in)
+        split = p.split(flat if is_name(flat) else f"({flat})", sub_in)
         for k, i in zip(dims_in, split):
             inner[k] = i
     return p.value(a.name, tuple(inner), mask)
@@ -889,7 +710,7 @@ def _cat(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) ->
         width = p.size(p.specs[piece.name].shape[d])
         end = width if offset == "0" else f"{offset} + {width}"
         lanes = f"({at} < {end})" if offset == "0" else f"({at} >= {offset}) & ({at} < {end})"
-        if not _empty(p._atoms[mask] | set(_conjuncts(lanes))):  # no lane of the mask reads this piece
+        if not empty(p._atoms[mask] | set(conjuncts(lanes))):  # no lane of the mask reads this piece
             piece_mask = p.mask_name(f"{mask} & {lanes}")
             shifted = at if offset == "0" else f"({at} - ({offset}))"
             placed.append((end, p.value(piece.name, (*index[:d], shifted, *index[d + 1 :]), piece_mask)))
@@ -951,14 +772,14 @@ def _reduce(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str)
     """sum / amax / amin over one dim: the operand across the row's lanes, reduced to a [rows, 1]
     column (the tile's lanes and a tail's, each reduced, then combined: PointwiseProgram.lanes)."""
     a, dim, size = _reduced_dim(p, op)
-    fn, identity = _REDUCE_IDENTITY[op.prim]
+    fn, identity = REDUCE_IDENTITY[op.prim]
     parts = [
         f"{fn}(tl.where({lanes}, {p.value(a.name, inner, lanes)}, {identity}), axis=1, keep_dims=True)"
         for inner, lanes in p.lanes(op, index, dim, size)
     ]
     text = parts[0]
     for part in parts[1:]:
-        text = _COMBINE[fn].format(text, part)
+        text = REDUCE_COMBINE[fn].format(text, part)
     return text
 
 
@@ -978,18 +799,12 @@ def _var_mean(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: st
     )
 
 
-#: prims that only move elements: a flat kernel of these alone is a copy (schedule.MOVE_WARPS)
-MOVES = frozenset({"transpose", "reshape", "broadcast_in_dim", "squeeze", "slice", "cat", "shallow_copy"})
-
-#: reductions (a region with one is lowered in tiles of rows)
-REDUCTIONS = frozenset({*_REDUCE_IDENTITY, "var_mean"})
-
 #: prim name -> the function that writes its value at an index. A prim missing here keeps its
 #: region out of this kernel.
 POINTWISE_OPS: dict[str, Lower] = {
-    **{name: _unary(template) for name, template in _UNARY.items()},
-    **{name: _binary(f"{{}} {operator} {{}}") for name, operator in _BINARY.items()},
-    **{name: _compare(operator) for name, operator in _COMPARISONS.items()},
+    **{name: _unary(template) for name, template in UNARY.items()},
+    **{name: _binary(f"{{}} {operator} {{}}") for name, operator in BINARY.items()},
+    **{name: _compare(operator) for name, operator in COMPARISONS.items()},
     "div": _div,
     "fmod": _fmod,
     "signbit": _signbit,
@@ -1008,6 +823,6 @@ POINTWISE_OPS: dict[str, Lower] = {
     "slice": _slice,
     "cat": _cat,
     "take": _take,
-    **{name: _reduce for name in _REDUCE_IDENTITY},
+    **{name: _reduce for name in REDUCE_IDENTITY},
     "var_mean": _var_mean,
 }

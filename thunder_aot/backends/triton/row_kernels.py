@@ -1,35 +1,33 @@
-"""Lowering: a region of pointwise ops and reductions over the innermost dim as the body of one
+"""Row kernels: a region of pointwise ops and reductions over the innermost dim as the body of one
 ``@triton.jit`` kernel over rows of the innermost dim (narrow rows several to a program).
 
 :class:`RowProgram` walks the region's prims; :data:`ROW_OPS` maps each prim to the function that
-writes its Triton expression. A region outside that class raises :class:`Unsupported`, and the
-backend renders it as torch calls instead, so correctness never depends on coverage.
-
-(Over 400 lines: :class:`RowProgram` and the op table whose rows call its methods are one unit.)
+writes its Triton expression (from the templates of :mod:`~thunder_aot.backends.triton.op_tables`).
+A region outside that class raises :class:`~thunder_aot.backends.triton.op_tables.Unsupported`, and
+the backend renders it as torch calls instead, so correctness never depends on coverage.
 """
 
 from __future__ import annotations
 
 import enum
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from thunder_aot.backends.base import Line, nested, render_const
+from thunder_aot.backends.triton.op_tables import (
+    BINARY,
+    COMPARISONS,
+    FLOAT_DTYPES,
+    REDUCE_COMBINE,
+    REDUCE_IDENTITY,
+    TL_DTYPES,
+    UNARY,
+    Unsupported,
+    half_literal,
+    pow_text,
+)
 from thunder_aot.backends.triton.schedule import schedule
 from thunder_aot.ir import Const, DimRange, DType, PrimOp, Ref, Region, SizeArg, SymDim, TensorSpec, Value
-
-TL_DTYPES = {
-    "bool": "tl.int1",
-    "int8": "tl.int8",
-    "int16": "tl.int16",
-    "int32": "tl.int32",
-    "int64": "tl.int64",
-    "float16": "tl.float16",
-    "bfloat16": "tl.bfloat16",
-    "float32": "tl.float32",
-    "float64": "tl.float64",
-}
 
 
 class Kind(enum.Enum):
@@ -38,10 +36,6 @@ class Kind(enum.Enum):
     COL = "col"  # the same [BLOCK] vector for every row (a weight of shape [N])
     CONST = "const"  # a Python number
     PART = "part"  # a slice narrower than the row, with ops on it: inline text, placed by a cat
-
-
-class Unsupported(Exception):
-    pass
 
 
 @dataclass
@@ -62,57 +56,6 @@ def _combine(*kinds: Kind) -> Kind:
     if Kind.COL in kinds:
         return Kind.COL
     return Kind.CONST
-
-
-_UNARY = {
-    "neg": "-({})",
-    "exp": "tl.exp({})",
-    "log": "tl.log({})",
-    "sqrt": "tl.sqrt({})",
-    "rsqrt": "tl.rsqrt({})",
-    "reciprocal": "1.0 / ({})",
-    "abs": "tl.abs({})",
-    "floor": "tl.floor({})",
-    "ceil": "tl.ceil({})",
-    "erf": "tl.erf({})",
-    "sin": "tl.sin({})",
-    "cos": "tl.cos({})",
-    "exp2": "tl.exp2({})",
-    "log2": "tl.log2({})",
-    "log10": "tl.log({}) * 0.4342944819032518",  # log10(e)
-    # thunder_aot.runtime.triton's helpers (softplus decomposes into log1p; xIELU uses expm1; Triton's
-    # core language has no tanh or round)
-    "tanh": "math_tanh({})",
-    "round": "math_round({})",
-    "expm1": "math_expm1({})",
-    "log1p": "math_log1p({})",
-    "trunc": "math_trunc({})",
-    "sign": "math_sign({})",
-    "isfinite": '(tl.abs({}) < float("inf"))',
-}
-_BINARY = {
-    "add": "+",
-    "sub": "-",
-    "mul": "*",
-    "bitwise_and": "&",
-    "bitwise_or": "|",
-    "bitwise_xor": "^",
-}
-#: reduction prim -> (the Triton reduction, its identity). amax and amin propagate NaN as torch's
-#: do (runtime.triton.nan_max; ``tl.max`` would skip them)
-_REDUCE_IDENTITY = {
-    "sum": ("tl.sum", "0.0"),
-    "amax": ("nan_max", 'float("-inf")'),
-    "amin": ("nan_min", 'float("inf")'),
-}
-
-
-#: how a chunk's partial values join a reduction's [BLOCK] accumulator (looped schedule)
-_COMBINE = {
-    "tl.sum": "{} + {}",
-    "nan_max": "tl.maximum({}, {}, propagate_nan=tl.PropagateNan.ALL)",
-    "nan_min": "tl.minimum({}, {}, propagate_nan=tl.PropagateNan.ALL)",
-}
 
 
 @dataclass(frozen=True)
@@ -433,9 +376,6 @@ def _binary(template: str) -> Callable[[RowProgram, PrimOp], str]:
     return lower
 
 
-_COMPARISONS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
-
-
 def _compare(operator: str) -> Callable[[RowProgram, PrimOp], str]:
     """A comparison; 16-bit float operands compared in float32 (as the GPU does; Triton's interpreter
     would compare a 16-bit NaN's bits)."""
@@ -453,48 +393,14 @@ def _compare(operator: str) -> Callable[[RowProgram, PrimOp], str]:
 
 
 def _div(p: RowProgram, op: PrimOp) -> str:
-    if op.outputs[0].spec.dtype not in ("float16", "bfloat16", "float32", "float64"):
+    if op.outputs[0].spec.dtype not in FLOAT_DTYPES:
         raise Unsupported("integer division")
     return _binary("{} / {}")(p, op)
-
-
-#: constant exponents of pow and how each is written (``{}``: the base, a name or literal)
-POW_EXPONENTS = {
-    0.5: "tl.sqrt({})",
-    -0.5: "tl.rsqrt({})",
-    1.0: "{}",
-    2.0: "{0} * {0}",
-    3.0: "{0} * {0} * {0}",  # GELU's tanh approximation (x ** 3)
-    4.0: "({0} * {0}) * ({0} * {0})",
-    -1.0: "1.0 / {}",
-    -2.0: "1.0 / ({0} * {0})",
-}
-
-
-def pow_text(base: str, exponent) -> str:
-    """``base ** exponent`` in kernel text for a constant exponent of :data:`POW_EXPONENTS`."""
-    if (
-        isinstance(exponent, Const)
-        and isinstance(exponent.value, (int, float))
-        and not isinstance(exponent.value, bool)
-    ):
-        template = POW_EXPONENTS.get(float(exponent.value))
-        if template is not None:
-            return template.format(base)
-    raise Unsupported(f"pow with the exponent {exponent!r} (constants: {', '.join(map(str, POW_EXPONENTS))})")
 
 
 def _pow(p: RowProgram, op: PrimOp) -> str:
     a, out = p.arg(op.args[0]), op.outputs[0]
     return p.set(out, pow_text(a.text, op.args[1]), a.kind)
-
-
-def half_literal(text: str, dtype: str) -> str:
-    """An arm of ``tl.where`` whose result is a 16-bit float: a number literal made a float32
-    scalar and cast (Triton's interpreter cannot make a bfloat16 constant; on the GPU it folds)."""
-    if dtype in ("float16", "bfloat16") and re.fullmatch(r"-?[0-9.e+-]+|float\(\S+\)", text):
-        return f"tl.full([], {text}, tl.float32).to({TL_DTYPES[dtype]})"
-    return text
 
 
 def _where(p: RowProgram, op: PrimOp) -> str:
@@ -538,8 +444,8 @@ def _innermost(p: RowProgram, op: PrimOp) -> Expr:
 
 def _reduce(p: RowProgram, op: PrimOp) -> str:
     a, out = _innermost(p, op), op.outputs[0]
-    fn, identity = _REDUCE_IDENTITY[op.prim]
-    reduction = Reduction(out.name, fn, identity, a.text, TL_DTYPES[out.spec.dtype], _COMBINE[fn])
+    fn, identity = REDUCE_IDENTITY[op.prim]
+    reduction = Reduction(out.name, fn, identity, a.text, TL_DTYPES[out.spec.dtype], REDUCE_COMBINE[fn])
     return p.set(out, p.reduce(fn, f"tl.where(mask, {a.text}, {identity})"), Kind.ROW_SCALAR, reduction)
 
 
@@ -549,20 +455,20 @@ def _var_mean(p: RowProgram, op: PrimOp) -> str:
     var, mean = op.outputs
     dtype = TL_DTYPES[mean.spec.dtype]
     n, m = p.n_text(), (p.n - correction if p.n is not None else f"(N - {correction})")
-    mean_sum = Reduction(mean.name, "tl.sum", "0.0", a.text, dtype, _COMBINE["tl.sum"], f" / {n}")
+    mean_sum = Reduction(mean.name, "tl.sum", "0.0", a.text, dtype, REDUCE_COMBINE["tl.sum"], f" / {n}")
     p.set(mean, p.reduce("tl.sum", f"tl.where(mask, {a.text}, 0.0)") + f" / {n}", Kind.ROW_SCALAR, mean_sum)
     centered = f"tl.where(mask, {a.text} - {mean.name}, 0.0)"
     squares = f"({a.text} - {mean.name}) * ({a.text} - {mean.name})"
-    var_sum = Reduction(var.name, "tl.sum", "0.0", squares, dtype, _COMBINE["tl.sum"], f" / {m}")
+    var_sum = Reduction(var.name, "tl.sum", "0.0", squares, dtype, REDUCE_COMBINE["tl.sum"], f" / {m}")
     return p.set(var, p.reduce("tl.sum", f"{centered} * {centered}") + f" / {m}", Kind.ROW_SCALAR, var_sum)
 
 
 #: prim name -> the function that writes its Triton expression. One row per prim; a prim missing
 #: here makes its region run as torch calls.
 ROW_OPS: dict[str, Callable[[RowProgram, PrimOp], str]] = {
-    **{name: _unary(template) for name, template in _UNARY.items()},
-    **{name: _binary(f"{{}} {operator} {{}}") for name, operator in _BINARY.items()},
-    **{name: _compare(operator) for name, operator in _COMPARISONS.items()},
+    **{name: _unary(template) for name, template in UNARY.items()},
+    **{name: _binary(f"{{}} {operator} {{}}") for name, operator in BINARY.items()},
+    **{name: _compare(operator) for name, operator in COMPARISONS.items()},
     "div": _div,
     "pow": _pow,
     # torch.maximum / minimum propagate NaN (tl.maximum's default does not)
@@ -574,6 +480,6 @@ ROW_OPS: dict[str, Callable[[RowProgram, PrimOp], str]] = {
     "broadcast_in_dim": _alias,
     "slice": RowProgram.slice,
     "cat": RowProgram.cat,
-    **{name: _reduce for name in _REDUCE_IDENTITY},
+    **{name: _reduce for name in REDUCE_IDENTITY},
     "var_mean": _var_mean,
 }
