@@ -207,6 +207,9 @@ ZOO = {
         False,
     ),
     "argmax": (lambda: Fn(lambda x: x.argmax(-1)), f"[1..64]x{D}", False),
+    # docs/internals.md's worked example of a table row (tests/test_internals.py)
+    "bitwise_not_mask": (lambda: Fn(lambda x: torch.where(~(x > 0), -x, x)), f"[1..64]x{D}", True),
+    "bitwise_not_int": (lambda: Fn(lambda x: ~x + 1), "[1..64]x64:i32[-100..100]", True),
     "to_half": (lambda: Fn(lambda x: (x * 2).to(torch.float16)), f"[1..64]x{D}", True),
     "in_place": (InPlace, f"[1..64]x{D}", False),
     "swiglu_fused": (SwiGLUFused, f"1x[1..64]x{2 * D}:bf16", True),

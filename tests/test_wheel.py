@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import sysconfig
@@ -62,7 +63,7 @@ def test_wheel_installs_and_exports(tmp_path):
         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "verified: 4 calls match the source module (against float64; seed" in result.stderr
+    assert re.search(r"verified: \d+ calls match the source module \(against float64; seed", result.stderr)
     located = subprocess.run(
         [str(py), "-c", "import thunder_aot.codegen as c; print(c.templates_dir())"],
         cwd=work,

@@ -2,21 +2,28 @@
 
 from __future__ import annotations
 
+import copy
+import importlib.util
 import statistics
 from collections.abc import Callable
 
 import torch
 
+from thunder_aot.backends import get_backend, resolve_auto
 from thunder_aot.bench.floors import bare_launches, io_bytes
 from thunder_aot.bench.records import Call, Measurement, Report, points_for
 from thunder_aot.bench.report import floor_of
 from thunder_aot.bench.timing import copy_bandwidth_gb_per_s, device_time_us, interleaved_times
+from thunder_aot.codegen.header import versions
 from thunder_aot.errors import ExportError
+from thunder_aot.frontend.resolve import resolve_module
+from thunder_aot.request import ExportRequest
+from thunder_aot.shapes import parse_shapes
+from thunder_aot.verify import load_module_from_text, random_inputs
+from thunder_aot.verify.judge import judge, reference64
 
 
 def _check(name: str, expected: object, actual: object, reference: object, where: str) -> None:
-    from thunder_aot.verify.judge import judge
-
     actual = actual[0] if isinstance(actual, list) and not isinstance(expected, (list, tuple)) else actual
     judge(expected, actual, reference, f"{name} at {where}")
 
@@ -36,18 +43,6 @@ def run_bench(
     progress: Callable[[str], None] = lambda m: None,
     checkpoint: Callable[[Report], None] = lambda r: None,
 ) -> Report:
-    import copy
-    import importlib.util
-
-    from thunder_aot.backends import get_backend
-    from thunder_aot.codegen.header import versions
-    from thunder_aot.frontend.resolve import resolve_module
-    from thunder_aot.pipeline import export
-    from thunder_aot.request import ExportRequest
-    from thunder_aot.shapes import parse_shapes
-    from thunder_aot.verify import load_module_from_text, random_inputs
-    from thunder_aot.verify.judge import reference64
-
     cuda = torch.cuda.is_available() if device == "auto" else device == "cuda"
     if cuda and not torch.cuda.is_available():
         raise ExportError("--device cuda asked for, but no CUDA device is available")
@@ -81,8 +76,6 @@ def run_bench(
         if mode not in ("", "unchecked"):
             raise ExportError(f"bench --backends: {spec!r}: expected NAME or NAME:unchecked")
         if name == "auto":
-            from thunder_aot.backends import resolve_auto
-
             name = resolve_auto()[0]
         system = f"thunder-aot({name}{', unchecked' if mode else ''})"
         backend = get_backend(name)
@@ -93,6 +86,8 @@ def run_bench(
             skipped[system] = reason
             continue
         progress(f"exporting with the {name} backend{' (unchecked)' if mode else ''}")
+        from thunder_aot.pipeline import export  # imports Thunder: only where a backend exports
+
         request = ExportRequest(source, tuple(shapes), backend=name, checks=not mode)
         text = export(request, verify=False, progress=progress)
         gen = load_module_from_text(text, f"bench_{name}{'_unchecked' if mode else ''}")

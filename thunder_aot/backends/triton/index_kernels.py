@@ -21,7 +21,8 @@ different shapes recompute what they share at their own index).
 in :mod:`~thunder_aot.backends.triton.index_math`, the expression templates in
 :mod:`~thunder_aot.backends.triton.op_tables`.
 
-(Over 500 lines: :class:`PointwiseProgram` and the op table whose rows call its methods are one unit.)
+It is one file of over 500 lines because :class:`PointwiseProgram` and the op table whose rows call
+its methods are one unit.
 """
 
 from __future__ import annotations

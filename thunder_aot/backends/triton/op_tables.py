@@ -47,6 +47,7 @@ UNARY = {
     "floor": "tl.floor({})",
     "ceil": "tl.ceil({})",
     "erf": "tl.erf({})",
+    "bitwise_not": "~({})",  # integers and bool (bool's is logical not, as torch's)
     "sin": "tl.sin({})",
     "cos": "tl.cos({})",
     "exp2": "tl.exp2({})",
