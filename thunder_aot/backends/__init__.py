@@ -22,7 +22,10 @@ def resolve_auto() -> tuple[str, str]:
     import torch
 
     if not torch.cuda.is_available():
-        return "torch", "no CUDA device"
+        return (
+            "torch",
+            "no CUDA device: the module runs the source's own torch calls, so it can only match eager here",
+        )
     if importlib.util.find_spec("nvfuser_direct") is not None:
         return "nvfuser", "nvFuser (nvfuser_direct) is installed"
     return "triton", "a CUDA device without nvFuser (docs/nvfuser.md says how to install it)"
