@@ -104,8 +104,8 @@ def test_auto_backend_without_cuda_is_torch_and_the_header_names_it():
     result = run_cli("export", SOURCE, "--shapes", SHAPES)
     assert result.returncode == 0, result.stderr
     assert (
-        "backend auto: torch (no CUDA device: the module runs the source's own torch calls, so it can only match eager here)"
-        in result.stderr
+        "backend auto: torch (no CUDA device: the module runs the source's own torch calls, "
+        "so it can only match eager here)" in result.stderr
     )
     assert "--backend torch" in result.stdout.splitlines()[1] and "verified:" in result.stderr
 
