@@ -343,7 +343,11 @@ SUITES = _suites(
 
 
 def commit() -> str:
-    """The commit measured: HEAD, +dirty with changes to tracked files; else $THUNDER_AOT_COMMIT."""
+    """The commit measured: $THUNDER_AOT_COMMIT where the caller names it (a copy of the tree whose
+    .git is not the tree's, as on the GPU machine, would name a stale HEAD); else HEAD, +dirty with
+    changes to tracked files."""
+    if os.environ.get("THUNDER_AOT_COMMIT"):
+        return os.environ["THUNDER_AOT_COMMIT"]
     try:
         head = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=30
@@ -360,7 +364,7 @@ def commit() -> str:
             return head.stdout.strip() + ("+dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         pass
-    return os.environ.get("THUNDER_AOT_COMMIT") or "unknown (no git here and THUNDER_AOT_COMMIT unset)"
+    return "unknown (no git here and THUNDER_AOT_COMMIT unset)"
 
 
 PROBE = """
