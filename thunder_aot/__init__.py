@@ -12,6 +12,7 @@ __all__ = ["__version__", "export", "load", "replace"]
 
 
 def __getattr__(name: str):
+    # loaded on use: ``import thunder_aot`` (and the runtime generated modules import) stays light
     if name == "replace":
         from thunder_aot.swap import replace
 

@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 
 from thunder_aot import __version__
-from thunder_aot.backends import BACKEND_CHOICES
+from thunder_aot.backends import BACKEND_CHOICES, resolve_auto
 from thunder_aot.codegen.header import FORMATTER, recorded_formatter, regenerate_command, versions
 from thunder_aot.codegen.output import check_out_target, write_atomic
 from thunder_aot.errors import ExportError
@@ -323,7 +323,7 @@ def _regenerate(path: Path) -> str:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from thunder_aot.bench import print_compare, write_reports
+    from thunder_aot.bench import print_compare, write_reports  # torch: loaded for bench alone
 
     sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else None
     command = shlex.join(["thunder-aot", "bench", *sys.argv[2:]]) if sys.argv[1:2] == ["bench"] else ""
@@ -331,7 +331,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.cold_start:
         return _cold_start(args, sizes, command)
     if args.model:
-        from thunder_aot.bench.model_bench import run_model_bench
+        from thunder_aot.bench.model_bench import run_model_bench  # torch: loaded for bench alone
 
         if args.shapes:
             raise ExportError(
@@ -368,7 +368,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _cold_start(args: argparse.Namespace, sizes: list[int] | None, command: str) -> int:
-    from thunder_aot.bench.cold import markdown, run_cold_start
+    from thunder_aot.bench.cold import markdown, run_cold_start  # torch: loaded for bench alone
 
     backends = [b for b in args.backends.split(",") if b]
     if (
@@ -384,8 +384,6 @@ def _cold_start(args: argparse.Namespace, sizes: list[int] | None, command: str)
         )
     backend = backends[0]
     if backend == "auto":
-        from thunder_aot.backends import resolve_auto
-
         backend, _ = resolve_auto()
     tokens = (sizes or [16])[0]
     runs, skipped = run_cold_start(args.source, backend, tokens, progress=_progress)
@@ -400,7 +398,7 @@ def _cold_start(args: argparse.Namespace, sizes: list[int] | None, command: str)
 
 
 def _bench_module(args: argparse.Namespace, sizes: list[int] | None, command: str, checkpoint) -> object:
-    from thunder_aot.bench import run_bench
+    from thunder_aot.bench import run_bench  # torch: loaded for bench alone
 
     return run_bench(
         args.source,

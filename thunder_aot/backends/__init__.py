@@ -19,7 +19,7 @@ def resolve_auto() -> tuple[str, str]:
     is present, else Triton on a CUDA device, else torch."""
     import importlib.util
 
-    import torch
+    import torch  # here, not at the top: the CLI imports this package (for BACKEND_CHOICES) before torch
 
     if not torch.cuda.is_available():
         return (
@@ -34,6 +34,7 @@ def resolve_auto() -> tuple[str, str]:
 def get_backend(
     name: str, *, nvfuser_dynamic: str = "specialize", nvfuser_frontend: str = "direct"
 ) -> Backend:
+    # here, not at the top: the backends import torch (and Triton), which the CLI's --help does not load
     from thunder_aot.backends.nvfuser import NvFuserBackend
     from thunder_aot.backends.torch import TorchBackend
     from thunder_aot.backends.triton import TritonBackend

@@ -7,12 +7,11 @@ import sys
 import torch
 
 from thunder_aot.bench.records import Call
+from thunder_aot.runtime.nvfuser import Fusion, SizedFusions
 
 
 def _runtime_objects(generated, kind: type) -> list:
     """The generated module's runtime objects of one kind (a SizedFusions' entries count too)."""
-    from thunder_aot.runtime.nvfuser import SizedFusions
-
     found = []
     for value in vars(generated).values():
         for candidate in value.by_size.values() if isinstance(value, SizedFusions) else (value,):
@@ -25,8 +24,6 @@ def nvfuser_executions(aot: torch.nn.Module, inputs: list[torch.Tensor]) -> list
     """The FusionDefinitions one forward of a generated nvFuser module executes, in order, with their
     inputs: each ``Fusion`` of the module (recorded at import, or per size) gets a recording
     ``execute`` for one call (after a first call that records and compiles the sizes met)."""
-    from thunder_aot.runtime.nvfuser import Fusion
-
     generated = sys.modules[type(aot).__module__]
     with torch.no_grad():
         aot(*inputs)
@@ -55,8 +52,7 @@ def bare_launches(aot: torch.nn.Module, inputs: list[torch.Tensor], pointers: bo
     module's per-call overhead is measured against. None when the module launches no kernel.
     ``pointers``: Triton's launch gets the tensors' addresses as ints, as the module passes them to
     the C launch function under ``CompiledKernel.run`` (the launcher then calls no ``data_ptr()``)."""
-    from thunder_aot.runtime.nvfuser import Fusion, SizedFusions
-    from thunder_aot.runtime.triton import Kernel
+    from thunder_aot.runtime.triton import Kernel  # imports Triton: only where its kernels are replayed
 
     generated = sys.modules[type(aot).__module__]
     if any(isinstance(v, (Fusion, SizedFusions)) for v in vars(generated).values()):  # nvfuser

@@ -34,9 +34,30 @@ from collections.abc import Callable
 
 import torch
 
+from thunder_aot.api import export
 from thunder_aot.bench.records import Call, Measurement, Report
 from thunder_aot.bench.timing import copy_bandwidth_gb_per_s, device_time_us, interleaved_times
+from thunder_aot.codegen.header import versions
 from thunder_aot.errors import ExportError
+from thunder_aot.frontend.resolve import resolve_module
+from thunder_aot.integrations.transformers import (
+    DecoderLayerMaskCall,
+    DecoderStackCall,
+    LastTokenLogits,
+    StackAdapter,
+    mask_dtype,
+    prefill_call,
+)
+from thunder_aot.swap import replace
+from thunder_aot.verify import load_module_from_text
+from thunder_aot.verify.judge import (
+    ChoicesDiffer,
+    judge,
+    run64_choosing,
+    run_choosing,
+    run_recording_choices,
+    same_choices,
+)
 
 #: baselines --skip may leave out
 SKIPPABLE = ("torch.compile", "torch.compile(reduce-overhead)", "torch.compile(layers)")
@@ -50,8 +71,6 @@ def layer_shapes(model: torch.nn.Module, max_tokens: int, mask: bool = False) ->
     the rotary cos and sin (as wide as the model's rotary embedding makes them), 1 to ``max_tokens``
     tokens, in the model's dtype (``mask``: and the attention mask of the dtype the model gives its
     layers, as ``DecoderLayerMaskCall``)."""
-    from thunder_aot.integrations.transformers import mask_dtype
-
     config = model.config
     dtype = _dtype(model)
     width = _rotary_width(model)
@@ -92,8 +111,6 @@ def _model_graph(
 ) -> tuple[Call, torch.Tensor, list[torch.Tensor]]:
     """``forward`` at ``ids``' shape captured in one CUDA graph: (replay, its static output, the top-k
     picks of a plain call before the capture: a replay calls no top-k to watch)."""
-    from thunder_aot.verify.judge import run_recording_choices
-
     static = ids.clone()
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -128,8 +145,6 @@ def judge_with_picks(
     differ from eager's, against the float64 run making its own, which must be a top-k of float64's
     input within ``verify.judge.PICK_TOLERANCE`` (else it is judged against eager's picks, and a
     different expert's output fails). Returns how many routed rows it picked otherwise than eager."""
-    from thunder_aot.verify.judge import ChoicesDiffer, judge, run64_choosing, run_choosing, same_choices
-
     if picks is None or same_choices(eager_picks, picks):
         judge(expected, got, reference, where)
         return 0
@@ -163,20 +178,6 @@ def run_model_bench(
     progress: Callable[[str], None] = lambda m: None,
     checkpoint: Callable[[Report], None] = lambda r: None,
 ) -> Report:
-    from thunder_aot import replace
-    from thunder_aot.api import export
-    from thunder_aot.codegen.header import versions
-    from thunder_aot.frontend.resolve import resolve_module
-    from thunder_aot.integrations.transformers import (
-        DecoderLayerMaskCall,
-        DecoderStackCall,
-        LastTokenLogits,
-        StackAdapter,
-        prefill_call,
-    )
-    from thunder_aot.verify import load_module_from_text
-    from thunder_aot.verify.judge import run64_choosing, run_recording_choices
-
     cuda = torch.cuda.is_available()
     torch.set_num_threads(1)
     sizes = list(sizes or DEFAULT_SIZES)

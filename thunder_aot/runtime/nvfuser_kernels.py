@@ -34,6 +34,10 @@ import threading
 import time
 from pathlib import Path
 
+import torch
+
+from thunder_aot.runtime.versions import running_version
+
 __all__ = ["VARIABLE", "KernelStore", "active_store", "publish"]
 
 #: names the directory where compiled kernels are kept; unset: nvFuser compiles in every process
@@ -152,10 +156,6 @@ _ACTIVE_LOCK = threading.Lock()
 def store_key(frontend: str) -> str | None:
     """``<frontend>-nvfuser<version>-cuda<version>``, or None where a version is unknown (a store
     that could serve another release's binaries is not used)."""
-    import torch
-
-    from thunder_aot.runtime.versions import running_version
-
     nvfuser = running_version("nvfuser_direct" if frontend == "direct" else "nvfuser")
     if nvfuser is None or torch.version.cuda is None:
         return None

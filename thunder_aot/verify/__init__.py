@@ -16,6 +16,16 @@ import torch
 
 from thunder_aot.errors import ExportError
 from thunder_aot.ir import Bucket, TensorSpec, dim_value
+from thunder_aot.shapes import format_bucket
+from thunder_aot.verify.judge import (
+    judge,
+    paired_references,
+    reference64,
+    run_choosing,
+    run_recording_choices,
+    same_choices,
+    upcast64,
+)
 
 
 def load_module_from_text(text: str, name: str = "thunder_aot_generated_check") -> types.ModuleType:
@@ -170,16 +180,6 @@ def verify(
     once more with non-finite values among them; judge every output against float64 (:mod:`.judge`).
     Returns how many calls were checked; a refusal names the seed that repeats its inputs.
     ``without_float64``: gets the calls judged against eager alone (the source cannot run in float64)."""
-    from thunder_aot.verify.judge import (
-        judge,
-        paired_references,
-        reference64,
-        run_choosing,
-        run_recording_choices,
-        same_choices,
-        upcast64,
-    )
-
     seed = new_seed() if seed is None else seed
     generated = load_module_from_text(text) if isinstance(text, str) else text
     if device != "cpu":
@@ -234,6 +234,4 @@ def verify(
 
 
 def bucket_label(bucket: Bucket) -> str:
-    from thunder_aot.shapes import format_bucket
-
     return format_bucket(bucket)
