@@ -1,8 +1,10 @@
-"""One trace per program in a test run: ``thunder_aot.pipeline.trace_program`` (Thunder's tracing,
-lowering and the passes: nearly all of an export's time) memoised on disk for the tests.
+"""One trace per program in a test run: ``thunder_aot.frontend.program.traced_program`` (Thunder's
+tracing, lowering and generalising: nearly all of an export's time; the passes after it are cheap)
+memoised on disk for the tests.
 
-Keyed by what the program depends on: the request's source, shapes, backend and options, and a hash
-of this checkout's code (thunder_aot/, templates/, tests/: the generator and the modules exported)
+Keyed by what the frontend's program depends on: the request's source, shapes and fallback, the
+prims the backend lets Thunder's fusion pass claim (the torch and Triton backends claim the same
+prims, so a module exported with both is traced once), and a hash of this checkout's code (thunder_aot/, templates/, tests/: the generator and the modules exported)
 and of the versions of torch, Thunder and transformers. Entries live in pytest's cache directory,
 one folder per code hash; a run whose code hash differs deletes the other folders (the cache is
 cleared when the generator changes). Two test workers that ask for one program at once build it
@@ -30,16 +32,9 @@ from tests.import_hook import after_import
 ROOT = Path(__file__).resolve().parent.parent
 #: the cache folder of this run's code hash; unset or empty: no cache
 VARIABLE = "THUNDER_AOT_TESTS_EXPORT_CACHE"
-#: the request fields a program depends on (out, checks, verification and the seed do not reach it)
-KEY_FIELDS = (
-    "source",
-    "shapes",
-    "backend",
-    "fallback",
-    "nvfuser_dynamic",
-    "nvfuser_frontend",
-    "merge_projections",
-)
+#: the request fields the frontend's program depends on (the backend's only through its prims; the
+#: passes' options, out, checks, verification and the seed do not reach it)
+KEY_FIELDS = ("source", "shapes", "fallback")
 CODE = ("thunder_aot", "templates", "tests")
 PACKAGES = ("torch", "lightning-thunder", "transformers")
 
@@ -69,10 +64,10 @@ def folder_for_run(cache_root: Path, *, prune: bool) -> Path:
     return here
 
 
-def _key(request) -> str | None:
+def _key(request, backend) -> str | None:
     if request.instance is not None:
         return None
-    fields = repr(tuple(getattr(request, f) for f in KEY_FIELDS))
+    fields = repr((*(getattr(request, f) for f in KEY_FIELDS), sorted(backend.prims)))
     return hashlib.sha256(fields.encode()).hexdigest()[:24]
 
 
@@ -86,14 +81,14 @@ def _locked(path: Path):
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def cached(trace_program):
-    """``trace_program`` memoised in the folder ``VARIABLE`` names (read at each call)."""
+def cached(traced_program):
+    """``traced_program`` memoised in the folder ``VARIABLE`` names (read at each call)."""
 
-    def trace_program_once(request, module, backend, progress):
+    def traced_program_once(request, module, backend, progress):
         folder = os.environ.get(VARIABLE)
-        key = _key(request)
+        key = _key(request, backend)
         if not folder or key is None:
-            return trace_program(request, module, backend, progress)
+            return traced_program(request, module, backend, progress)
         entry = Path(folder) / f"{key}.pkl"
         with _locked(entry.with_suffix(".lock")):
             if entry.exists():
@@ -107,22 +102,22 @@ def cached(trace_program):
                 messages.append(message)
                 progress(message)
 
-            program = trace_program(request, module, backend, recorded)
+            program = traced_program(request, module, backend, recorded)
             partial = entry.with_suffix(f".{os.getpid()}.tmp")
             partial.write_bytes(pickle.dumps((program, messages)))
             partial.replace(entry)
             return program
 
-    trace_program_once.__wrapped__ = trace_program
-    return trace_program_once
+    traced_program_once.__wrapped__ = traced_program
+    return traced_program_once
 
 
-def _install(exporter) -> None:
-    if not hasattr(exporter.trace_program, "__wrapped__"):
-        exporter.trace_program = cached(exporter.trace_program)
+def _install(frontend) -> None:
+    if not hasattr(frontend.traced_program, "__wrapped__"):
+        frontend.traced_program = cached(frontend.traced_program)
 
 
 def install_on_import() -> None:
-    """Memoise ``thunder_aot.pipeline.trace_program`` in this process once it is imported
-    (``build_program`` and ``export`` look it up at each call)."""
-    after_import("thunder_aot.pipeline", _install)
+    """Memoise ``thunder_aot.frontend.program.traced_program`` in this process as soon as it is
+    imported: before ``thunder_aot.pipeline`` (its importer) binds the name."""
+    after_import("thunder_aot.frontend.program", _install)
