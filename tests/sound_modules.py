@@ -190,3 +190,15 @@ class NearTieRouter(torch.nn.Module):
 
 def near_tie_router():
     return NearTieRouter().eval()
+
+
+class Chatty(torch.nn.Module):
+    """Prints on every forward (a debugging print left in a model)."""
+
+    def forward(self, x):
+        print("forward called with", tuple(x.shape))
+        return x * 2
+
+
+def chatty():
+    return Chatty()

@@ -14,7 +14,7 @@ import torch
 from thunder_aot.codegen.header import regenerate_command
 from thunder_aot.codegen.output import check_out_target, write_atomic
 from thunder_aot.errors import ExportError
-from thunder_aot.request import ExportRequest
+from thunder_aot.request import SEED_LIMIT, ExportRequest
 
 #: how a file exported from a module object (not an import path) names its source in its header
 INSTANCE_SOURCE = "<{} instance>"
@@ -50,6 +50,11 @@ def export(
 
     if isinstance(shapes, str):
         shapes = (shapes,)
+    if not isinstance(shapes, Sequence) or not shapes or not all(isinstance(s, str) for s in shapes):
+        raise ExportError(
+            f'export: shapes= expected a bucket spec string (e.g. "1x[1..2048]x2880:bf16") or a list of '
+            f"them, got {shapes!r}"
+        )
     if isinstance(module, torch.nn.Module):
         cls = type(module)
         source, instance = INSTANCE_SOURCE.format(f"{cls.__module__}.{cls.__qualname__}"), module
@@ -59,8 +64,12 @@ def export(
         raise ExportError(
             f"export: expected an nn.Module or an import path string, got {type(module).__name__}"
         )
+    if verify_seed is not None and (
+        not isinstance(verify_seed, int) or isinstance(verify_seed, bool) or not 0 <= verify_seed < SEED_LIMIT
+    ):
+        raise ExportError(f"export: verify_seed= expected an integer in [0, 2**63), got {verify_seed!r}")
     if out is not None:
-        check_out_target(str(out), force)
+        check_out_target(str(out), force, names=("out=", "force=True"))
     request = ExportRequest(
         source,
         tuple(shapes),

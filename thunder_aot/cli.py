@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import shlex
 import signal
@@ -13,9 +14,9 @@ from pathlib import Path
 from thunder_aot import __version__
 from thunder_aot.backends import BACKEND_CHOICES, resolve_auto
 from thunder_aot.codegen.header import FORMATTER, recorded_formatter, regenerate_command, versions
-from thunder_aot.codegen.output import check_out_target, write_atomic
+from thunder_aot.codegen.output import check_out_folder, check_out_target, write_atomic
 from thunder_aot.errors import ExportError
-from thunder_aot.request import ExportRequest
+from thunder_aot.request import SEED_LIMIT, ExportRequest
 
 #: set by the SIGINT handler main() installs: a Ctrl-C that code it interrupted swallowed (Thunder's
 #: interpreter can) still stops the command at the next progress report or before any write
@@ -37,6 +38,48 @@ def _progress(message: str) -> None:
     print(f"thunder-aot: {message}", file=sys.stderr, flush=True)
 
 
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value < SEED_LIMIT:
+        raise argparse.ArgumentTypeError(f"expected an integer in [0, 2**63), got {text!r}")
+    return value
+
+
+def _positive(kind: type):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            value = 0
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"expected a positive {kind.__name__}, got {text!r}")
+        return value
+
+    parse.__name__ = f"positive {kind.__name__}"
+    return parse
+
+
+def _sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(s) for s in text.split(",")]
+    except ValueError:
+        sizes = []
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(
+            f"expected positive integers separated by commas (1,16,128), got {text!r}"
+        )
+    return sizes
+
+
+def _path(text: str) -> str:
+    if not text:
+        raise argparse.ArgumentTypeError("expected a path, got an empty string")
+    return text
+
+
 def _add_export_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("source", help="import path of an nn.Module instance, class or zero-argument factory")
     p.add_argument(
@@ -53,7 +96,7 @@ def _add_export_args(p: argparse.ArgumentParser) -> None:
         help="what each fusion region becomes: auto (nvfuser where it is installed and a CUDA device is "
         "present, else triton on CUDA, else torch), nvfuser, triton or torch (default: %(default)s)",
     )
-    p.add_argument("--out", help="file to write (atomically); prints to stdout without it")
+    p.add_argument("--out", type=_path, help="file to write (atomically); prints to stdout without it")
     p.add_argument(
         "--force", action="store_true", help="let --out overwrite a file that thunder-aot did not generate"
     )
@@ -84,7 +127,7 @@ def _add_export_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--verify-seed",
-        type=int,
+        type=_seed,
         default=None,
         metavar="N",
         help="seed of the verification's random inputs "
@@ -160,7 +203,9 @@ def parser() -> argparse.ArgumentParser:
         "NAME:unchecked adds that backend exported with --unchecked (default: %(default)s)",
     )
     bench.add_argument(
-        "--sizes", help="sizes of a bucket's dynamic dim to time (default: edges and powers of two)"
+        "--sizes",
+        type=_sizes,
+        help="sizes of a bucket's dynamic dim to time, comma-separated (default: edges and powers of two)",
     )
     bench.add_argument(
         "--device",
@@ -170,16 +215,19 @@ def parser() -> argparse.ArgumentParser:
     )
     bench.add_argument(
         "--rounds",
-        type=int,
+        type=_positive(int),
         default=3,
         help="interleaved timing rounds, the median reported (default: %(default)s)",
     )
     bench.add_argument(
-        "--min-run-time", type=float, default=0.1, help="seconds per blocked_autorange (default: %(default)s)"
+        "--min-run-time",
+        type=_positive(float),
+        default=0.1,
+        help="seconds per blocked_autorange (default: %(default)s)",
     )
     bench.add_argument(
         "--seed",
-        type=int,
+        type=_seed,
         default=0,
         help="seed of the random inputs (default: %(default)s); another seed where a baseline's MoE "
         "routing breaks a near tie otherwise than eager's at the default one",
@@ -191,7 +239,7 @@ def parser() -> argparse.ArgumentParser:
         "(each compiles at every size: minutes for a decoder layer); with --model: torch.compile, "
         "torch.compile(reduce-overhead), torch.compile(layers)",
     )
-    bench.add_argument("--out", help="folder for bench.md, bench.json and bench.png")
+    bench.add_argument("--out", type=_path, help="folder for bench.md, bench.json and bench.png")
     check = sub.add_parser(
         "check", help="regenerate every @generated file under PATHS and diff (exit 1 if stale)"
     )
@@ -223,7 +271,10 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     if args.out is not None:
         check_out_target(args.out, args.force)
-    text = export(_request(args), progress=_progress)
+    # stdout carries the module alone: what the source prints while it is traced and verified goes
+    # to stderr
+    with contextlib.redirect_stdout(sys.stderr):
+        text = export(_request(args), progress=_progress)
     _stop_if_interrupted()
     if args.out is None:
         sys.stdout.write(text)
@@ -325,7 +376,9 @@ def _regenerate(path: Path) -> str:
 def cmd_bench(args: argparse.Namespace) -> int:
     from thunder_aot.bench import print_compare, write_reports  # torch: loaded for bench alone
 
-    sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else None
+    sizes = args.sizes
+    if args.out:  # before any measurement: a folder bench cannot write loses nothing measured
+        check_out_folder(args.out)
     command = shlex.join(["thunder-aot", "bench", *sys.argv[2:]]) if sys.argv[1:2] == ["bench"] else ""
     checkpoint = (lambda report: write_reports(report, Path(args.out))) if args.out else (lambda report: None)
     if args.cold_start:

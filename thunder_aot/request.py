@@ -15,6 +15,9 @@ from thunder_aot.shapes import format_bucket, parse_shapes
 if TYPE_CHECKING:  # the CLI imports this module before torch (its --help does not load torch)
     import torch
 
+#: seeds (verification's, bench's) are integers in [0, SEED_LIMIT): what torch.Generator takes
+SEED_LIMIT = 2**63
+
 #: where export reports what it does, one line at a time
 Progress = Callable[[str], None]
 
