@@ -4,9 +4,9 @@ memoised on disk for the tests.
 
 Keyed by what the frontend's program depends on: the request's source, shapes and fallback, the
 prims the backend lets Thunder's fusion pass claim (the torch and Triton backends claim the same
-prims, so a module exported with both is traced once), and a hash of this checkout's code (thunder_aot/,
-templates/, tests/: the generator and the modules exported)
-and of the versions of torch, Thunder and transformers. Entries live in pytest's cache directory,
+prims, so a module exported with both is traced once), a hash of this checkout's code
+(thunder_aot/, templates/, tests/: the generator and the modules exported) and the versions of
+torch, Thunder and transformers. Entries live in pytest's cache directory,
 one folder per code hash; a run whose code hash differs deletes the other folders (the cache is
 cleared when the generator changes). Two test workers that ask for one program at once build it
 once: the second waits on the first's lock.
