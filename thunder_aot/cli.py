@@ -13,7 +13,14 @@ from pathlib import Path
 
 from thunder_aot import __version__
 from thunder_aot.backends import BACKEND_CHOICES, resolve_auto
-from thunder_aot.codegen.header import FORMATTER, recorded_formatter, regenerate_command, versions
+from thunder_aot.codegen.header import (
+    FORMATTER,
+    MARK,
+    REGENERATE_PREFIX,
+    recorded_formatter,
+    regenerate_command,
+    versions,
+)
 from thunder_aot.codegen.output import check_out_folder, check_out_target, write_atomic
 from thunder_aot.errors import ExportError
 from thunder_aot.request import SEED_LIMIT, ExportRequest
@@ -287,25 +294,60 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def generated_files(paths: list[str]) -> list[Path]:
+def python_files(paths: list[str]) -> list[Path]:
+    """Every ``.py`` file ``paths`` name: the files given, and those under the folders given."""
     files: list[Path] = []
     for raw in paths:
         p = Path(raw)
         if not p.exists():
             raise ExportError(f"no such file or directory: {raw}")
-        candidates = sorted(p.rglob("*.py")) if p.is_dir() else [p]
-        files += [f for f in candidates if regenerate_command(f) is not None]
+        files += sorted(p.rglob("*.py")) if p.is_dir() else [p]
     return files
 
 
-def cmd_check(args: argparse.Namespace) -> int:
+def generated_files(paths: list[str]) -> list[Path]:
+    """The generated files among :func:`python_files` (by their header)."""
+    return [f for f in python_files(paths) if regenerate_command(f) is not None]
 
-    files = generated_files(args.paths)
-    if not files:
-        raise ExportError(f"no @generated files under {', '.join(args.paths)}")
-    stale = failed = 0
+
+def _read_text(path: Path) -> tuple[str | None, str]:
+    """(the file's text, "") or (None, why it cannot be read as UTF-8 text)."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        return None, e.strerror or str(e)
+    try:
+        return data.decode("utf-8"), ""
+    except UnicodeDecodeError as e:
+        return None, f"not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start})"
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """One line per .py file given: ok, stale (with its diff), not generated, unreadable, or a
+    header that cannot run or is damaged; the exit code is 1 if any file is anything but ok or not
+    generated."""
+    files = python_files(args.paths)
+    stale = failed = generated = 0
     for path in files:
-        argv = regenerate_command(path) or []
+        actual, why = _read_text(path)
+        if actual is None:
+            failed += 1
+            print(f"UNREADABLE {path}: {why}")
+            continue
+        head = actual.splitlines()[:12]
+        if not head or not head[0].startswith(MARK):
+            if any(REGENERATE_PREFIX in line or "@generated" in line for line in head):
+                failed += 1
+                print(f"DAMAGED {path}: a thunder-aot header without its first line {MARK!r}")
+            else:
+                print(f"NOT GENERATED {path}")
+            continue
+        generated += 1
+        argv = regenerate_command(path)
+        if not argv:
+            failed += 1
+            print(f"DAMAGED {path}: its header has no readable {REGENERATE_PREFIX.strip()!r} line")
+            continue
         if len(argv) > 2 and argv[2].startswith("<") and argv[2].endswith(" instance>"):
             print(
                 f"SKIP   {path}: exported in Python from a module object ({argv[2][1:-10]}), "
@@ -326,7 +368,6 @@ def cmd_check(args: argparse.Namespace) -> int:
             )
             print(f"FAILED {path}: its regenerate command cannot run: {reason}")
             continue
-        actual = path.read_text()
         if expected == actual:
             print(f"ok     {path}")
             continue
@@ -336,14 +377,13 @@ def cmd_check(args: argparse.Namespace) -> int:
             continue
         stale += 1
         recorded, here = recorded_formatter(actual), f"{FORMATTER} {versions()[FORMATTER]}"
-        if recorded != here:
-            print(
-                f"STALE  {path}: formatter version differs "
-                f"(the file was formatted by {recorded or 'an unrecorded version'}, "
-                f"this environment has {here}); install that version, or refresh with --update"
-            )
-            continue
-        print(f"STALE  {path}")
+        note = (
+            ""
+            if recorded == here
+            else f" (its header names the formatter {recorded or 'of an unrecorded version'}, this "
+            f"environment has {here}: where that is the only change, install that version)"
+        )
+        print(f"STALE  {path}{note}")
         sys.stdout.writelines(
             difflib.unified_diff(
                 actual.splitlines(keepends=True),
@@ -352,13 +392,17 @@ def cmd_check(args: argparse.Namespace) -> int:
                 f"{path} (regenerated)",
             )
         )
+    if not generated and not failed:
+        raise ExportError(f"no @generated files under {', '.join(args.paths)}")
     if stale:
         print(
-            f"{stale} of {len(files)} generated files are stale; "
+            f"{stale} of {generated} generated files are stale; "
             f"refresh them with: thunder-aot check --update {' '.join(args.paths)}"
         )
     if failed:
-        print(f"{failed} of {len(files)} generated files could not be regenerated (see FAILED above)")
+        print(
+            f"{failed} of {len(files)} files could not be checked (see UNREADABLE, DAMAGED or FAILED above)"
+        )
     return 1 if stale or failed else 0
 
 
