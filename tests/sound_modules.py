@@ -202,3 +202,29 @@ class Chatty(torch.nn.Module):
 
 def chatty():
     return Chatty()
+
+
+class ItemBranch(torch.nn.Module):
+    """Branches on a tensor's value read into Python: one trace holds one branch."""
+
+    def forward(self, x):
+        if x[0, 0].item() > 0:
+            return x * 2
+        return x - 1
+
+
+def item_branch():
+    return ItemBranch()
+
+
+class RandomScale(torch.nn.Module):
+    """Scales by Python's random: a trace holds the number drawn while tracing."""
+
+    def forward(self, x):
+        import random
+
+        return x * random.random()
+
+
+def random_scale():
+    return RandomScale()

@@ -434,3 +434,20 @@ def test_named_fields_of_tuple_results_trace():
         progress=messages.append,
     )
     assert any(m.startswith("verified:") for m in messages), messages
+
+
+def test_a_branch_on_a_tensors_value_is_refused_naming_its_line():
+    """``if x[0, 0].item() > 0`` exported one branch as a constant (half of all inputs wrong; written
+    under 10 of 20 seeds): refused whatever the seed, naming the call and its line."""
+    with pytest.raises(ExportError) as info:
+        export(ExportRequest("tests.sound_modules:item_branch", ("[1..8]x16",), backend="torch"))
+    message = str(info.value)
+    assert "ItemBranch.forward reads a tensor's value into Python (item() at sound_modules.py:" in message
+    assert "if x[0, 0].item() > 0:" in message and "\n" not in message
+
+
+def test_a_constant_from_pythons_random_is_refused_as_such():
+    with pytest.raises(
+        ExportError, match=r"differs between traces at different sizes.*random, time, a counter"
+    ):
+        export(ExportRequest("tests.sound_modules:random_scale", ("[1..8]x16",), backend="torch"))

@@ -75,7 +75,11 @@ def _unify(items: list[object], envs: list[dict[str, int]], path: str) -> object
                     return SizeArg(_unify_int([int(v) for v in values], envs, path), real=True)
                 except _Mismatch:
                     pass
-            raise _Mismatch(f"{path}: the constant {values} changes with the size")
+            raise _Mismatch(
+                f"{path}: the constant {values} differs between traces at different sizes, not as a "
+                "size would (is it read from random, time, a counter or another attribute that "
+                "changes while forward runs?)"
+            )
         return first
     if isinstance(first, TensorSpec):
         if any(len(i.shape) != len(first.shape) or i.dtype != first.dtype for i in items):

@@ -13,6 +13,7 @@ import it after (the package imports this module first).
 from __future__ import annotations
 
 import contextlib
+import linecache
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -338,6 +339,7 @@ def trace_module(
             f"Thunder could not trace {type(module).__name__} for inputs {shapes}: "
             f"{type(e).__name__}: {message}{hint}"
         ) from e
+    _refuse_value_reads(module, thunder.last_traces(jitted)[0])
     execution_trace = thunder.last_traces(jitted)[-1]
     prologue = thunder.last_prologue_traces(jitted)[-1]
     arg_kinds: dict[str, tuple[str, str]] = {}
@@ -467,9 +469,26 @@ def _plain(derived: dict, trace: TraceCtx) -> set[str]:
     }
 
 
-def source_line(bsym: BoundSymbol) -> str:
-    import linecache
+#: torch calls that read a tensor's values into Python: what they return is a Python number (or
+#: list) the trace holds as it was while tracing, and what forward does with it (a branch) too
+VALUE_READS = frozenset({"torch.Tensor.item", "torch.Tensor.tolist"})
 
+
+def _refuse_value_reads(module: torch.nn.Module, first: TraceCtx) -> None:
+    """Refuse a forward that reads a tensor's values into Python (``.item()``, ``.tolist()``): one
+    trace holds the branch it took, or the number it read, for every input."""
+    for bsym in first.bound_symbols:
+        if str(bsym.sym.id) in VALUE_READS:
+            where = source_line(bsym) or "a line Thunder did not record"
+            raise ExportError(
+                f"{type(module).__name__}.forward reads a tensor's value into Python "
+                f"({str(bsym.sym.id).removeprefix('torch.Tensor.')}() at {where}): the exported module "
+                "would hold the branch taken, or the number read, while tracing; compute it with tensor "
+                "ops (torch.where, tensor arithmetic) instead"
+            )
+
+
+def source_line(bsym: BoundSymbol) -> str:
     if not bsym.source_filename or not bsym.source_positions:
         return ""
     line = bsym.source_positions.lineno
