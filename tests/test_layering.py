@@ -25,7 +25,7 @@ STAGES: tuple[tuple[str, ...], ...] = (
     ("thunder_aot.pipeline",),
     ("thunder_aot.api", "thunder_aot.integrations", "thunder_aot.swap", "thunder_aot.examples"),
     ("thunder_aot.bench",),
-    ("thunder_aot.cli", "thunder_aot.__main__", "thunder_aot"),
+    ("thunder_aot.arguments", "thunder_aot.cli", "thunder_aot.__main__", "thunder_aot"),
 )
 
 
