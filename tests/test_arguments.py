@@ -40,6 +40,21 @@ def test_bench_refuses_a_bad_argument_before_measuring(args, expected):
     _one_line_refusal(run_cli(*BENCH, *args), expected)
 
 
+@pytest.mark.parametrize(
+    "sizes,expected",
+    [
+        ("1,8,16", "the bucket's dims B, S each need their sizes: name them, e.g. --sizes 'B=1,16;S=1,256'"),
+        ("B=1,8;T=4", "bench --sizes: no bucket has a dynamic dim T (dims: B=1..16, S=1..256)"),
+        ("B=1,99", "bench --sizes B=99: outside every bucket's dynamic range (B=1..16, S=1..256)"),
+        ("B=1;B=2", "argument --sizes: expected positive integers separated by commas"),
+    ],
+)
+def test_bench_sizes_of_a_bucket_with_several_dims_are_named_per_dim(sizes, expected):
+    """On ``[B=1..16]x[S=1..256]`` plain sizes are ambiguous: one line says how to name them."""
+    bench = ("bench", SOURCE, "--shapes", "[B=1..16]x[S=1..256]x2880:bf16", "--backends", "torch")
+    _one_line_refusal(run_cli(*bench, "--device", "cpu", "--sizes", sizes), expected)
+
+
 def test_bench_refuses_an_existing_file_as_its_out_folder(tmp_path):
     taken = tmp_path / "report.md"
     taken.write_text("mine\n")

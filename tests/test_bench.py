@@ -332,3 +332,16 @@ def test_model_bench_judges_a_system_by_the_picks_it_made():
                 [x],
                 "wrong",
             )
+
+
+def test_sizes_per_dim_name_time_every_combination():
+    """``--sizes 'B=1,8;S=1,128'`` on ``[B=1..16]x[S=1..256]``: each combination inside the ranges; a
+    dim not named takes its edges; an exact bucket its shape."""
+    (b,) = parse_shapes(["[B=1..16]x[S=1..256]x8"])
+    assert [p.env for p in points_for(b, {"B": [1, 8], "S": [1, 128, 512]})] == [
+        (("B", 1), ("S", 1)),
+        (("B", 1), ("S", 128)),
+        (("B", 8), ("S", 1)),
+        (("B", 8), ("S", 128)),
+    ]
+    assert [p.env for p in points_for(b, {"S": [64]})] == [(("B", 1), ("S", 64)), (("B", 16), ("S", 64))]

@@ -48,6 +48,10 @@ def test_several_buckets_and_repeated_flags_dispatch_most_specific_first():
         ("1x[if=1..4]", "'if' cannot name a dynamic dim"),
         ("1x[lambda=1..4]", "'lambda' cannot name a dynamic dim"),
         ("1x[program=1..4]", "'program' cannot name a dynamic dim"),  # a local of the generated forward
+        ("1x[N=1..4]", "'N' cannot name a dynamic dim: the generated code binds that name itself"),
+        ("1x[len=1..4]", "'len' cannot name a dynamic dim: it is a Python builtin"),
+        ("1x[id=1..4]", "'id' cannot name a dynamic dim: it is a Python builtin"),
+        ("1x[_s=1..4]", "'_s' cannot name a dynamic dim: names starting with _ are the generated code's own"),
         ("1x99999999999999999999999", "is too large; expected at most 2147483647"),
         ("1x[1..1000000000000]", "size 1000000000000 is too large"),
         ("[1..100000]x100000", "up to 10000000000 elements at the bucket's largest sizes; expected at most"),

@@ -35,16 +35,30 @@ def _positive(kind: type):
     return parse
 
 
-def _sizes(text: str) -> list[int]:
-    try:
-        sizes = [int(s) for s in text.split(",")]
-    except ValueError:
-        sizes = []
+def _size_list(text: str) -> list[int]:
+    sizes = [int(s) for s in text.split(",")]
     if not sizes or min(sizes) < 1:
-        raise argparse.ArgumentTypeError(
-            f"expected positive integers separated by commas (1,16,128), got {text!r}"
-        )
+        raise ValueError(text)
     return sizes
+
+
+def _sizes(text: str) -> list[int] | dict[str, list[int]]:
+    """``1,16,128`` (a bucket's one dynamic dim) or ``B=1,8;S=1,128`` (per dim: every combination)."""
+    try:
+        if "=" not in text:
+            return _size_list(text)
+        named = {}
+        for part in text.split(";"):
+            name, _, values = part.partition("=")
+            if not name.strip().isidentifier() or name.strip() in named:
+                raise ValueError(part)
+            named[name.strip()] = _size_list(values)
+        return named
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            "expected positive integers separated by commas (1,16,128), or per dim (B=1,8;S=1,128), "
+            f"got {text!r}"
+        ) from None
 
 
 def _path(text: str) -> str:
@@ -178,7 +192,9 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--sizes",
         type=_sizes,
-        help="sizes of a bucket's dynamic dim to time, comma-separated (default: edges and powers of two)",
+        help="sizes to time: of a bucket's one dynamic dim, comma-separated (1,16,128), or per dim name "
+        "for buckets with several (B=1,8;S=1,128: every combination; a dim not named: its edges) "
+        "(default: edges and powers of two)",
     )
     bench.add_argument(
         "--device",

@@ -192,6 +192,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from thunder_aot.bench import print_compare, write_reports  # torch: loaded for bench alone
 
     sizes = args.sizes
+    if isinstance(sizes, dict) and (args.model or args.cold_start):
+        raise ExportError("bench --model: --sizes takes token counts (1,16,128), not sizes per dim")
     if args.out:  # before any measurement: a folder bench cannot write loses nothing measured
         check_out_folder(args.out)
     command = shlex.join(["thunder-aot", "bench", *sys.argv[2:]]) if sys.argv[1:2] == ["bench"] else ""

@@ -89,22 +89,25 @@ def _size(text: str, here: str) -> int:
 
 
 def _dim_name(name: str, here: str) -> str:
-    if (
-        keyword.iskeyword(name)
-        or keyword.issoftkeyword(name)
-        or name in RESERVED_DIM_NAMES
-        or name.startswith("_")
-    ):
-        raise ExportError(
-            f"{here}: {name!r} cannot name a dynamic dim; expected a plain name such as S or seq"
-        )
-    return name
+    """``name`` where it can name a dynamic dim (a local of the generated forward), else one line
+    saying why it cannot."""
+    if keyword.iskeyword(name) or keyword.issoftkeyword(name):
+        why = "it is a Python keyword"
+    elif name in dir(builtins):
+        why = "it is a Python builtin, which the generated code may call"
+    elif name in RESERVED_DIM_NAMES:
+        why = "the generated code binds that name itself (" + ", ".join(sorted(GENERATED_NAMES)) + ")"
+    elif name.startswith("_"):
+        why = "names starting with _ are the generated code's own"
+    else:
+        return name
+    raise ExportError(f"{here}: {name!r} cannot name a dynamic dim: {why}; name it otherwise, e.g. S or seq")
 
 
-#: names the generated code binds itself (a dim of that name would shadow them)
-RESERVED_DIM_NAMES = frozenset(
-    set(dir(builtins))
-    | {
+#: names the generated code binds itself, besides Python's builtins (a dim of that name would
+#: shadow them)
+GENERATED_NAMES = frozenset(
+    {
         "torch",
         "triton",
         "tl",
@@ -117,9 +120,10 @@ RESERVED_DIM_NAMES = frozenset(
         "forward",
         "shape",
         "dtype",
+        *("row", "rows", "cols", "mask", "lanes", "in_rows", "start", "N", "BLOCK"),
     }
-    | {"row", "rows", "cols", "mask", "lanes", "in_rows", "start", "N", "BLOCK"}
 )
+RESERVED_DIM_NAMES = frozenset(set(dir(builtins)) | GENERATED_NAMES)
 
 
 def parse_dtype(text: str) -> str:

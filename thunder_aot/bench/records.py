@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -62,11 +63,25 @@ class Report:
         return next((m for m in self.measurements if m.system == system and m.point == point), None)
 
 
-def points_for(bucket: Bucket, sizes: list[int] | None) -> list[Point]:
+#: what ``--sizes`` gives: None (the defaults), sizes for a bucket's one dynamic dim, or sizes per
+#: dim name (``B=1,8;S=1,128``: every combination)
+Sizes = list[int] | dict[str, list[int]] | None
+
+
+def points_for(bucket: Bucket, sizes: Sizes) -> list[Point]:
     """Exact buckets: their shape. One dynamic dim: ``sizes`` inside its range (default: the edges
-    and every power of two between). Several dims: all at their lower, then upper edge."""
+    and every power of two between; named sizes: those of its name). Several dims: with sizes per
+    name, every combination inside the ranges (a dim not named: its edges); else all at their lower,
+    then upper edge."""
     if bucket.is_exact:
         return [Point(bucket, ())]
+    if isinstance(sizes, dict):
+        grid = [
+            [s for s in sizes[r.name] if r.lo <= s <= r.hi] if r.name in sizes else sorted({r.lo, r.hi})
+            for r in bucket.dims
+        ]
+        names = [r.name for r in bucket.dims]
+        return [Point(bucket, tuple(zip(names, combo))) for combo in itertools.product(*grid)]
     if len(bucket.dims) == 1:
         (r,) = bucket.dims
         if sizes is None:

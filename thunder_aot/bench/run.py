@@ -11,7 +11,7 @@ import torch
 
 from thunder_aot.backends import get_backend, resolve_auto
 from thunder_aot.bench.floors import bare_launches, io_bytes
-from thunder_aot.bench.records import Call, Measurement, Report, points_for
+from thunder_aot.bench.records import Call, Measurement, Report, Sizes, points_for
 from thunder_aot.bench.report import floor_of
 from thunder_aot.bench.timing import copy_bandwidth_gb_per_s, device_time_us, interleaved_times
 from thunder_aot.codegen.header import versions
@@ -28,12 +28,44 @@ def _check(name: str, expected: object, actual: object, reference: object, where
     judge(expected, actual, reference, f"{name} at {where}")
 
 
+def _refuse_sizes_outside(buckets, points, sizes: Sizes) -> None:
+    """One line naming the sizes no bucket serves, and which ranges there are."""
+    if sizes is None:
+        return
+    ranges = (
+        ", ".join(f"{r.name}={r.lo}..{r.hi}" for b in buckets for r in b.dims) or "none (exact buckets only)"
+    )
+    if isinstance(sizes, dict):
+        names = {r.name for b in buckets for r in b.dims}
+        unknown = sorted(set(sizes) - names)
+        if unknown:
+            raise ExportError(
+                f"bench --sizes: no bucket has a dynamic dim {', '.join(unknown)} (dims: {ranges})"
+            )
+        served = {(n, v) for p in points for n, v in p.env}
+        outside = [f"{n}={s}" for n, values in sizes.items() for s in values if (n, s) not in served]
+    else:
+        several = [b for b in buckets if len(b.dims) > 1]
+        if several:
+            names = ", ".join(r.name for r in several[0].dims)
+            raise ExportError(
+                f"bench --sizes: the bucket's dims {names} each need their sizes: name them, e.g. "
+                f"--sizes '{';'.join(f'{r.name}={r.lo},{r.hi}' for r in several[0].dims)}'"
+            )
+        served = {value for p in points for _, value in p.env}
+        outside = [str(s) for s in sizes if s not in served]
+    if outside:
+        raise ExportError(
+            f"bench --sizes {','.join(outside)}: outside every bucket's dynamic range ({ranges})"
+        )
+
+
 def run_bench(
     source: str,
     shapes: list[str],
     backends: list[str],
     *,
-    sizes: list[int] | None = None,
+    sizes: Sizes = None,
     device: str = "auto",
     rounds: int = 3,
     min_run_time: float = 0.1,
@@ -53,18 +85,7 @@ def run_bench(
     module = copy.deepcopy(source_module).to(dev)
     state = list(module.state_dict().values())
     points = [p for b in buckets for p in points_for(b, sizes)]
-    if sizes is not None:
-        served = {value for p in points for _, value in p.env}
-        outside = [s for s in sizes if s not in served]
-        if outside:
-            ranges = (
-                ", ".join(f"{r.name}={r.lo}..{r.hi}" for b in buckets for r in b.dims)
-                or "none (exact buckets only)"
-            )
-            raise ExportError(
-                f"bench --sizes {','.join(map(str, outside))}: "
-                f"outside every bucket's dynamic range ({ranges})"
-            )
+    _refuse_sizes_outside(buckets, points, sizes)
     unknown = skip - {"thunder.jit", "thunderfx"}
     if unknown:
         raise ExportError(f"bench --skip {','.join(sorted(unknown))}: expected thunder.jit or thunderfx")

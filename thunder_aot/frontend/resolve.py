@@ -1,16 +1,31 @@
-"""Turn an import path into the ``nn.Module`` instance to export."""
+"""Turn an import path into the ``nn.Module`` instance to export.
+
+The path is imported as ``python -m`` imports: the current directory comes first on the import
+path, for the ``thunder-aot`` command as for ``python -m thunder_aot`` (which puts it there
+itself), in ``export`` and in ``check`` alike; ``mymod:Cls`` run from mymod's folder finds it.
+"""
 
 from __future__ import annotations
 
 import importlib
 import inspect
+import os
+import sys
 
 import torch
 
 from thunder_aot.errors import ExportError
 
 
+def _with_current_directory() -> None:
+    """The current directory first on ``sys.path``, as ``python -m`` puts it (``""`` counts)."""
+    here = os.getcwd()
+    if not any(p in ("", here) for p in sys.path):
+        sys.path.insert(0, here)
+
+
 def _import_attr(path: str) -> object:
+    _with_current_directory()
     if ":" in path:
         module_name, _, attr_path = path.partition(":")
         candidates = [(module_name, attr_path)]
