@@ -75,14 +75,16 @@ def test_check_reports_stale_file_with_a_diff_and_never_writes(tmp_path):
     )
     fresh = out.read_text()
     assert run_cli("check", str(out)).returncode == 0
-    out.write_text(fresh.replace("t0 = hidden_states.to(torch.float32)", "t0 = hidden_states.float()"))
+    call = "aotFusion0_t2 = torch.Tensor.to(hidden_states, copy=False, dtype=torch.float32)"
+    assert call in fresh
+    out.write_text(fresh.replace(call, "aotFusion0_t2 = hidden_states.float()"))
     stale = out.read_text()
     result = run_cli("check", str(out))
     assert result.returncode == 1
-    # the fused ops run inline in forward's bucket branch (8 spaces in)
+    # the region's calls run inline in forward's bucket branch (8 spaces in)
     assert (
-        "-        t0 = hidden_states.float()" in result.stdout
-        and "+        t0 = hidden_states.to(torch.float32)" in result.stdout
+        "-        aotFusion0_t2 = hidden_states.float()" in result.stdout
+        and f"+        {call}" in result.stdout
     )
     assert out.read_text() == stale  # check never writes
     assert run_cli("check", "--update", str(out)).returncode == 0

@@ -135,7 +135,7 @@ def test_exact_buckets_outside_a_range_share_one_program_over_their_sizes(tmp_pa
     )
     assert result.returncode == 0, result.stderr
     text = out.read_text()
-    assert text.count("if program == ") == 1 and "s0 = hidden_states.shape[1]" in text
+    assert text.count("if program == ") == 1
     gen = load_module_from_text(text, "gen_exact_shared")
     source = resolve_module("thunder_aot.examples.gpt_oss:rmsnorm")
     aot = gen.GptOssRMSNorm.from_module(source)

@@ -65,7 +65,7 @@ def test_wheel_installs_and_exports(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert re.search(r"verified: \d+ calls match the source module \(against float64; seed", result.stderr)
     located = subprocess.run(
-        [str(py), "-c", "import thunder_aot.codegen as c; print(c.templates_dir())"],
+        [str(py), "-c", "import thunder_aot.codegen.render as c; print(c.templates_dir())"],
         cwd=work,
         capture_output=True,
         text=True,

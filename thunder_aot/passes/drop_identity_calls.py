@@ -10,6 +10,8 @@ computed at run time) is kept.
 
 from __future__ import annotations
 
+import dataclasses
+
 from thunder_aot.ir import Arg, BucketProgram, Const, Ref, Region, TorchCall, renamed
 from thunder_aot.passes.base import Pass
 
@@ -72,9 +74,31 @@ def returns_its_input(step: TorchCall) -> str | None:
     return None
 
 
+def without_identity_source_calls(region: Region) -> Region:
+    """``region`` whose source calls (what it runs as where it makes no kernel, and the torch
+    backend's code) leave out the calls that return their input, where a later source call, not the
+    region's caller, reads what they return."""
+    outputs = {o.name for o in region.outputs}
+    names: dict[str, str] = {}
+    kept = []
+    for call in region.source_calls:
+        call = renamed(call, names)
+        source = returns_its_input(call) if isinstance(call, TorchCall) else None
+        if source is None or call.outputs[0].name in outputs:
+            kept.append(call)
+        else:
+            names[call.outputs[0].name] = source
+    if len(kept) == len(region.source_calls):
+        return region
+    return dataclasses.replace(region, source_calls=tuple(kept))
+
+
 def drop_identity_calls(program: BucketProgram) -> BucketProgram:
     """``program`` without the torch calls that return their input; their outputs' readers (and the
-    program's outputs) take the input instead."""
+    program's outputs) take the input instead. Regions' source calls lose theirs too."""
+    steps = tuple(without_identity_source_calls(s) if isinstance(s, Region) else s for s in program.steps)
+    if steps != program.steps:
+        program = dataclasses.replace(program, steps=steps)
     names: dict[str, str] = {}
     kept = []
     for step in program.steps:
