@@ -11,6 +11,15 @@ from thunder_aot.codegen.header import regenerate_command
 from thunder_aot.errors import ExportError
 
 
+def _unwritable(folder: Path) -> Path | None:
+    """The nearest existing folder at or above ``folder`` (what writing there would create under),
+    where it cannot be written into; else None."""
+    existing = next((f for f in (folder, *folder.parents) if f.exists()), None)
+    if existing is not None and existing.is_dir() and not os.access(existing, os.W_OK | os.X_OK):
+        return existing
+    return None
+
+
 def check_out_target(out: str, force: bool, *, names: tuple[str, str] = ("--out", "--force")) -> None:
     """Refuse, before any work, an ``--out`` that export must not write: empty, a directory or a
     device, a place whose folder is missing or not writable, or a file that thunder-aot did not
@@ -30,8 +39,8 @@ def check_out_target(out: str, force: bool, *, names: tuple[str, str] = ("--out"
         )
     if path.parent != Path("") and path.parent.exists() and not path.parent.is_dir():
         raise ExportError(f"{flag} {out}: {path.parent} is not a directory")
-    folder = next((f for f in (path.absolute().parent, *path.absolute().parents) if f.exists()), None)
-    if folder is not None and folder.is_dir() and not os.access(folder, os.W_OK | os.X_OK):
+    folder = _unwritable(path.absolute().parent)
+    if folder is not None:
         raise ExportError(f"{flag} {out}: the folder {folder} is not writable")
 
 
@@ -41,8 +50,8 @@ def check_out_folder(out: str) -> None:
     path = Path(out)
     if path.exists() and not path.is_dir():
         raise ExportError(f"--out {out} is not a folder; expected a folder for the reports")
-    folder = next((f for f in (path.absolute(), *path.absolute().parents) if f.exists()), None)
-    if folder is not None and not os.access(folder, os.W_OK | os.X_OK):
+    folder = _unwritable(path.absolute())
+    if folder is not None:
         raise ExportError(f"--out {out}: {folder} is not writable")
 
 
