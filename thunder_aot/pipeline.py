@@ -22,6 +22,7 @@ from thunder_aot.passes import (
     drop_unobserved_write_backs,
     fills_as_concatenations,
     fuse_moe_routing,
+    index_writes_in_place,
     join_regions,
     move_gathers_into_kernels,
     move_slices_into_kernels,
@@ -41,6 +42,7 @@ from thunder_aot.verify import verify as run_verify
 PASSES = (
     drop_identity_calls.PASS,
     drop_unobserved_write_backs.PASS,
+    index_writes_in_place.PASS,
     split_regions.PASS,
     fills_as_concatenations.PASS,
     copies_as_kernels.PASS,

@@ -20,6 +20,7 @@ from thunder_aot.integrations.transformers import (
     DecoderLayerCacheCall,
     DecoderLayerCall,
     DecoderLayerMaskCall,
+    DecoderLayerStaticCacheCall,
     DecoderStackCall,
 )
 
@@ -278,6 +279,42 @@ def llama_decoder_layer_cache():
     from transformers.models.llama.modeling_llama import LlamaDecoderLayer
 
     return _randomize(DecoderLayerCacheCall(LlamaDecoderLayer(llama_config(), layer_idx=0)), 17)
+
+
+def llama_decoder_layer_static():
+    """:func:`llama_decoder_layer` over a static KV cache (what :class:`StaticDecoder` runs)."""
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer
+
+    return _randomize(DecoderLayerStaticCacheCall(LlamaDecoderLayer(llama_config(), layer_idx=0)), 17)
+
+
+def static_cache_shapes(
+    hidden: int,
+    kv_heads: int,
+    head_dim: int,
+    dtype: str,
+    batch: int = 4,
+    prefill: int = 32,
+    max_len: int = 64,
+) -> str:
+    """Buckets of a layer exported as DecoderLayerStaticCacheCall: the decode step (one token) and a
+    prefill of 2..``prefill`` tokens, for 1..``batch`` sequences and caches of ``max_len`` slots or more
+    (the start slot ranges keep every write inside the smallest)."""
+    cache = (
+        f"[B]x{kv_heads}x[L={max_len}..{4 * max_len}]x{head_dim}:{dtype}, "
+        f"[B]x{kv_heads}x[L]x{head_dim}:{dtype}"
+    )
+    rope = f"{head_dim}:{dtype}"
+    mask = "bool"
+    decode = (
+        f"[B=1..{batch}]x1x{hidden}:{dtype}, [B]x1x{rope}, [B]x1x{rope}, {cache}, "
+        f"1:int64[0..{max_len - 1}], [B]x1x1x[L]:{mask}"
+    )
+    fill = (
+        f"[B=1..{batch}]x[S=2..{prefill}]x{hidden}:{dtype}, [B]x[S]x{rope}, [B]x[S]x{rope}, {cache}, "
+        f"1:int64[0..{max_len - prefill}], [B]x1x[S]x[L]:{mask}"
+    )
+    return f"{decode}; {fill}"
 
 
 def llama_1b_stack():

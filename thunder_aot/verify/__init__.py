@@ -200,9 +200,19 @@ def verify(
                 ]
                 for env, inputs in calls:
                     where = f"bucket {bucket_label(bucket)} at {env or 'its shape'}"
-                    expected, eager_choices = run_recording_choices(source, inputs)
+                    # inputs either module writes in place (a static KV cache) are judged as outputs
+                    written = written_inputs((source, module), inputs)
+                    src, gen, src64 = (
+                        (source, module, source64)
+                        if not written
+                        else tuple(
+                            m if m is None else ReturningWrites(m, written)
+                            for m in (source, module, source64)
+                        )
+                    )
+                    expected, eager_choices = run_recording_choices(src, inputs)
                     try:
-                        actual, choices = run_recording_choices(module, inputs)
+                        actual, choices = run_recording_choices(gen, inputs)
                     except Exception as e:
                         raise ExportError(
                             f"{where}: the generated module raised {type(e).__name__}: {e}"
@@ -212,8 +222,8 @@ def verify(
                         (None, None)
                         if source64 is None
                         else paired_references(
-                            lambda picks, fallback=True: reference64(
-                                source, inputs, source64, picks, fallback
+                            lambda picks, fallback=True, src=src, src64=src64: reference64(
+                                src, inputs, src64, picks, fallback
                             ),
                             eager_choices,
                             choices,
@@ -222,9 +232,7 @@ def verify(
                     if reference is None and without_float64 is not None:
                         without_float64.append(where)
                     expected_ours = (
-                        None
-                        if same_choices(eager_choices, choices)
-                        else run_choosing(source, inputs, choices)
+                        None if same_choices(eager_choices, choices) else run_choosing(src, inputs, choices)
                     )
                     judge_outputs(expected, actual, reference, where, reference_ours, expected_ours)
                     checked += 1
@@ -233,6 +241,34 @@ def verify(
             f"{e} (verification seed {seed}: --verify-seed {seed} repeats these inputs)"
         ) from e.__cause__
     return checked
+
+
+def _same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return bool((a.eq(b) | (a.isnan() & b.isnan()) if a.is_floating_point() else a.eq(b)).all())
+
+
+def written_inputs(modules, inputs: list[torch.Tensor]) -> tuple[int, ...]:
+    """The positions of the inputs that any of ``modules`` writes in place (each run on copies)."""
+    written: set[int] = set()
+    for module in modules:
+        copies = [x.clone() for x in inputs]
+        module(*copies)
+        written.update(k for k, (x, c) in enumerate(zip(inputs, copies)) if not _same_values(x, c))
+    return tuple(sorted(written))
+
+
+class ReturningWrites(torch.nn.Module):
+    """``module`` called on copies of its inputs, returning its outputs and then the inputs at
+    ``written`` as it left them: an in-place write judged as an output."""
+
+    def __init__(self, module: torch.nn.Module, written: tuple[int, ...]) -> None:
+        super().__init__()
+        self.module, self.written = module, written
+
+    def forward(self, *inputs: torch.Tensor):
+        copies = [x.clone() for x in inputs]
+        out = self.module(*copies)
+        return (*(out if isinstance(out, (tuple, list)) else (out,)), *(copies[k] for k in self.written))
 
 
 def bucket_label(bucket: Bucket) -> str:

@@ -4,7 +4,8 @@
 decoder stacks (:class:`DecoderLayerCall`, :class:`DecoderLayerMaskCall`,
 :class:`DecoderLayerCacheCall`, :class:`DecoderStackCall`); :mod:`.adapters` the run-time side, which
 puts the modules generated from them into a model (:class:`LayerAdapter`, :class:`LayerStack`,
-:class:`StackAdapter`); :mod:`.attention` what both read of a model's attention (its kind, each
+:class:`StackAdapter`); :mod:`.decode` greedy decoding over a static KV cache in one CUDA graph a
+step (:class:`StaticDecoder`); :mod:`.attention` what both read of a model's attention (its kind, each
 layer's sliding window, the causal masks). This package re-exports their public names. Importing it
 does not import transformers (an optional dependency: the ``hf`` extra).
 """
@@ -26,13 +27,16 @@ from thunder_aot.integrations.transformers.attention import (
     mask_dtype,
     needs_mask,
 )
+from thunder_aot.integrations.transformers.decode import StaticDecoder
 from thunder_aot.integrations.transformers.export_wrappers import (
     LAYER_CALLS,
     DecoderLayerCacheCall,
     DecoderLayerCall,
     DecoderLayerMaskCall,
+    DecoderLayerStaticCacheCall,
     DecoderStackCall,
     LayerKeywords,
+    StaticStepCache,
     StepCache,
     prefill_call,
 )
@@ -43,12 +47,15 @@ __all__ = [
     "DecoderLayerCacheCall",
     "DecoderLayerCall",
     "DecoderLayerMaskCall",
+    "DecoderLayerStaticCacheCall",
     "DecoderStackCall",
     "LastTokenLogits",
     "LayerAdapter",
     "LayerKeywords",
     "LayerStack",
     "StackAdapter",
+    "StaticDecoder",
+    "StaticStepCache",
     "StepCache",
     "attention_implementation",
     "causal_mask",

@@ -24,8 +24,10 @@ __all__ = [
     "DecoderLayerCacheCall",
     "DecoderLayerCall",
     "DecoderLayerMaskCall",
+    "DecoderLayerStaticCacheCall",
     "DecoderStackCall",
     "LayerKeywords",
+    "StaticStepCache",
     "StepCache",
     "prefill_call",
 ]
@@ -148,9 +150,61 @@ class DecoderLayerCacheCall(nn.Module):
         return (out[0] if isinstance(out, tuple) else out), cache.keys, cache.values
 
 
+class StaticStepCache:
+    """The KV cache a layer sees inside :class:`DecoderLayerStaticCacheCall`: preallocated keys and
+    values (``[batch, kv_heads, max_len, head_dim]``); ``update`` writes the call's keys and values
+    at ``positions`` in place (as transformers' ``StaticCache`` does) and returns the whole cache."""
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor, positions: torch.Tensor) -> None:
+        self.keys, self.values, self.positions = keys, values, positions
+
+    def update(self, key_states, value_states, layer_idx=None, cache_kwargs=None):
+        self.keys.index_copy_(2, self.positions, key_states)
+        self.values.index_copy_(2, self.positions, value_states)
+        return self.keys, self.values
+
+    def get_seq_length(self, layer_idx=0) -> int:
+        return self.keys.shape[-2]
+
+
+class DecoderLayerStaticCacheCall(nn.Module):
+    """A transformers decoder layer over a static KV cache: ``forward(hidden_states, cos, sin, keys,
+    values, start, attention_mask)`` writes the call's keys and values into ``keys`` and ``values``
+    (``[batch, kv_heads, max_len, head_dim]``, preallocated) at positions ``start .. start + seq - 1``
+    (``start``: a one-element int64 tensor, so one program serves every step) and attends over the
+    whole cache under ``attention_mask`` (``[batch, 1, seq, max_len]``, as transformers builds it for
+    the layer's attention: bool for sdpa, additive for eager; it holds the causal order, padding and
+    sliding windows). Returns the hidden states; the cache is written in place.
+
+    Export it with a decode bucket (``seq`` 1) and, for prefills, one with ``seq`` dynamic; the
+    integer range of ``start`` keeps the writes inside the smallest cache of the buckets. What
+    :class:`~thunder_aot.integrations.transformers.decode.StaticDecoder` runs. Its tensors are the
+    layer's, under ``layer.``."""
+
+    def __init__(self, layer: nn.Module) -> None:
+        super().__init__()
+        self.layer = layer
+        self._keywords = LayerKeywords.of(layer)
+
+    def forward(self, hidden_states, cos, sin, keys, values, start, attention_mask):
+        positions = start + torch.arange(hidden_states.shape[1], device=start.device)
+        cache = StaticStepCache(keys, values, positions)
+        keywords = {**self._keywords.nones, self._keywords.cache: cache}
+        out = self.layer(
+            hidden_states,
+            attention_mask=attention_mask,
+            position_embeddings=(cos, sin),
+            use_cache=True,
+            cache_position=positions,
+            **keywords,
+        )
+        return out[0] if isinstance(out, tuple) else out
+
+
 #: the ways export takes a whole layer, by the name of the class generated from each
 LAYER_CALLS: dict[str, type[nn.Module]] = {
-    call.__name__: call for call in (DecoderLayerCall, DecoderLayerMaskCall, DecoderLayerCacheCall)
+    call.__name__: call
+    for call in (DecoderLayerCall, DecoderLayerMaskCall, DecoderLayerCacheCall, DecoderLayerStaticCacheCall)
 }
 
 

@@ -1,0 +1,238 @@
+"""Greedy decoding of a transformers causal LM over a static KV cache, each step one CUDA graph.
+
+:class:`StaticDecoder` keeps every layer's keys and values preallocated (``[batch, kv_heads,
+max_len, head_dim]``) and runs the model's embedding, its decoder layers as
+:class:`~thunder_aot.integrations.transformers.export_wrappers.DecoderLayerStaticCacheCall` (a module
+generated from it, or the layer itself), its final norm, its LM head and the greedy pick, with no
+per-step Python of transformers. A step writes one slot of the cache in place; on CUDA it is
+captured once per decoder (one graph for its batch size) and replayed.
+
+The sequences of a batch share the cache's slots: a prompt shorter than the batch's longest is
+padded on the left (its ``attention_mask`` says where), its padding slots are masked out of every
+attention, and its rotary positions count its own tokens only, as transformers' ``generate`` does
+for a left-padded batch.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from thunder_aot.integrations.transformers.attention import layer_windows, mask_dtype
+from thunder_aot.integrations.transformers.export_wrappers import LAYER_CALLS, DecoderLayerStaticCacheCall
+
+__all__ = ["StaticDecoder"]
+
+
+class StaticDecoder:
+    """Greedy decoding of ``model`` (a transformers decoder-only causal LM with the Llama layout:
+    ``model.model.embed_tokens``, ``.rotary_emb``, ``.layers``, ``.norm`` and ``model.lm_head``) for
+    ``batch_size`` sequences of up to ``max_len`` tokens, prompt included.
+
+    ``generated_class``: a class generated from ``DecoderLayerStaticCacheCall`` (its buckets must
+    serve this batch size, ``max_len``, the decode step and the prefill lengths), or None to run the
+    model's own layers through the same call. ``cuda_graph``: capture the decode step (default: on
+    CUDA). The model is used, not copied; its weights are shared.
+
+    ``prefill(ids, attention_mask=None)`` fills the cache and returns the next token of each
+    sequence; ``step(tokens)`` appends them and returns the next ones; ``generate(ids, n,
+    attention_mask=None)`` does both and returns ``ids`` with ``n`` new tokens."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        generated_class: type | None = None,
+        max_len: int = 2048,
+        batch_size: int = 1,
+        cuda_graph: bool | None = None,
+    ) -> None:
+        if generated_class is not None and LAYER_CALLS.get(generated_class.__name__) is not (
+            DecoderLayerStaticCacheCall
+        ):
+            raise TypeError(
+                "StaticDecoder: expected a class generated from DecoderLayerStaticCacheCall, "
+                f"got {generated_class.__name__}"
+            )
+        base = getattr(model, "model", None)
+        missing = [
+            name
+            for name, owner in (
+                ("model.embed_tokens", base),
+                ("model.rotary_emb", base),
+                ("model.layers", base),
+                ("model.norm", base),
+                ("lm_head", model),
+            )
+            if not hasattr(owner, name.rsplit(".", 1)[-1])
+        ]
+        if missing:
+            raise TypeError(
+                f"StaticDecoder: {type(model).__name__} lacks {', '.join(missing)} "
+                "(expected a decoder-only causal LM with the Llama layout)"
+            )
+        if not (
+            isinstance(max_len, int) and max_len >= 2 and isinstance(batch_size, int) and batch_size >= 1
+        ):
+            raise ValueError(
+                "StaticDecoder: expected max_len >= 2 and batch_size >= 1, "
+                f"got {max_len!r} and {batch_size!r}"
+            )
+        config = model.config
+        self.model, self.base = model, base
+        self.max_len, self.batch_size = max_len, batch_size
+        weight = next(model.parameters())
+        self.device, self.dtype = weight.device, weight.dtype
+        self.cuda_graph = self.device.type == "cuda" if cuda_graph is None else cuda_graph
+        if self.cuda_graph and self.device.type != "cuda":
+            raise ValueError("StaticDecoder: cuda_graph=True needs the model on a CUDA device")
+        layers = [DecoderLayerStaticCacheCall(layer) for layer in base.layers]
+        self.layers = layers if generated_class is None else [generated_class.from_module(c) for c in layers]
+        heads = config.num_attention_heads
+        kv_heads = getattr(config, "num_key_value_heads", None) or heads
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+        shape = (batch_size, kv_heads, max_len, head_dim)
+        self.keys = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in layers]
+        self.values = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in layers]
+        self.windows = layer_windows(config)
+        if len(self.windows) != len(layers):
+            self.windows = [None] * len(layers)
+        self.mask_dtype = mask_dtype(model)
+        #: slot l of sequence b holds one of its tokens
+        self.valid = torch.zeros(batch_size, max_len, dtype=torch.bool, device=self.device)
+        self.slots = torch.arange(max_len, device=self.device)
+        #: the decode step's inputs and output (static: a captured graph reads and writes these)
+        self.tokens = torch.zeros(batch_size, 1, dtype=torch.long, device=self.device)
+        self.start = torch.zeros(1, dtype=torch.long, device=self.device)
+        self.rope_positions = torch.zeros(batch_size, 1, dtype=torch.long, device=self.device)
+        self.next_tokens = torch.zeros(batch_size, dtype=torch.long, device=self.device)
+        self.length = 0  # slots filled (shared by the batch)
+        self._graph: torch.cuda.CUDAGraph | None = None
+
+    # -- the computation ------------------------------------------------------------------------
+
+    def _masks(self, start: torch.Tensor, seq: int, valid: torch.Tensor) -> dict[int | None, torch.Tensor]:
+        """Each window's ``[batch, 1, seq, max_len]`` mask: query ``s`` (slot ``start + s``) attends
+        the valid slots up to its own (within the window), and always its own slot (a padding query
+        attends itself only: no row without a key)."""
+        query = (start + torch.arange(seq, device=self.device))[:, None]
+        keys = self.slots[None, :]
+        masks = {}
+        for window in dict.fromkeys(self.windows):
+            attends = (keys <= query) & valid[:, None, :]
+            if window is not None:
+                attends &= keys > query - window
+            attends = (attends | (keys == query))[:, None]
+            if self.mask_dtype != torch.bool:
+                attends = torch.zeros(attends.shape, dtype=self.mask_dtype, device=self.device).masked_fill_(
+                    ~attends, torch.finfo(self.mask_dtype).min
+                )
+            masks[window] = attends
+        return masks
+
+    def _forward(self, ids: torch.Tensor, start: torch.Tensor, rope_positions: torch.Tensor) -> torch.Tensor:
+        """The last position's logits of ``ids`` (``[batch, seq]``) written at slots ``start ..``."""
+        hidden = self.base.embed_tokens(ids)
+        cos, sin = (t.contiguous() for t in self.base.rotary_emb(hidden, rope_positions))
+        masks = self._masks(start, ids.shape[1], self.valid)
+        for layer, keys, values, window in zip(self.layers, self.keys, self.values, self.windows):
+            hidden = layer(hidden, cos, sin, keys, values, start, masks[window])
+        return self.model.lm_head(self.base.norm(hidden[:, -1:, :]))[:, 0]
+
+    def _step(self) -> None:
+        self.valid.index_fill_(1, self.start, True)
+        logits = self._forward(self.tokens, self.start, self.rope_positions)
+        self.next_tokens.copy_(logits.argmax(-1))
+
+    # -- the API --------------------------------------------------------------------------------
+
+    def reset(self) -> None:
+        """Forget every sequence (the cache's contents are masked out, not cleared)."""
+        self.valid.zero_()
+        self.length = 0
+
+    @torch.no_grad()
+    def prefill(self, ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Start the batch's sequences from ``ids`` (``[batch_size, prompt]``, left-padded where
+        ``attention_mask`` has zeros) and return each one's next token (greedy)."""
+        if not (isinstance(ids, torch.Tensor) and ids.dim() == 2 and ids.shape[0] == self.batch_size):
+            raise ValueError(
+                f"StaticDecoder.prefill: expected token ids of shape [{self.batch_size}, prompt], "
+                f"got {tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__}"
+            )
+        if not 1 <= ids.shape[1] < self.max_len:
+            raise ValueError(
+                f"StaticDecoder.prefill: a prompt of {ids.shape[1]} tokens "
+                f"does not fit max_len {self.max_len}"
+            )
+        if attention_mask is None:
+            attention_mask = torch.ones_like(ids)
+        elif attention_mask.shape != ids.shape:
+            raise ValueError(
+                f"StaticDecoder.prefill: expected an attention_mask of shape {tuple(ids.shape)}, "
+                f"got {tuple(attention_mask.shape)}"
+            )
+        ids, attention_mask = ids.to(self.device), attention_mask.to(self.device).bool()
+        self.reset()
+        seq = ids.shape[1]
+        self.valid[:, :seq] = attention_mask
+        rope = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+        start = torch.zeros(1, dtype=torch.long, device=self.device)
+        logits = self._forward(ids, start, rope)
+        self.length = seq
+        self.rope_positions.copy_(rope[:, -1:] + 1)
+        self.next_tokens.copy_(logits.argmax(-1))
+        return self.next_tokens.clone()
+
+    @torch.no_grad()
+    def step(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Append ``tokens`` (``[batch_size]``) to every sequence and return the next ones (greedy)."""
+        if self.length == 0:
+            raise RuntimeError("StaticDecoder.step: no sequence started (call prefill first)")
+        if self.length >= self.max_len:
+            raise RuntimeError(f"StaticDecoder.step: the cache is full (max_len {self.max_len})")
+        if not (isinstance(tokens, torch.Tensor) and tuple(tokens.shape) == (self.batch_size,)):
+            raise ValueError(
+                f"StaticDecoder.step: expected {self.batch_size} token ids, got "
+                f"{tuple(tokens.shape) if isinstance(tokens, torch.Tensor) else type(tokens).__name__}"
+            )
+        self.tokens.copy_(tokens.view(-1, 1))
+        self.start.fill_(self.length)
+        if not self.cuda_graph:
+            self._step()
+        else:
+            if self._graph is None:
+                self._capture()
+            self._graph.replay()
+        self.length += 1
+        self.rope_positions += 1
+        return self.next_tokens.clone()
+
+    def _capture(self) -> None:
+        """Capture the decode step (after warm-up runs on a side stream) without changing the cache:
+        the warm-up steps write the slot about to be written anyway, and restore ``valid``."""
+        valid = self.valid.clone()
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(2):
+                self._step()
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            self._step()
+        self.valid.copy_(valid)
+        self._graph = graph
+
+    @torch.no_grad()
+    def generate(
+        self, ids: torch.Tensor, new_tokens: int, attention_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """``ids`` followed by ``new_tokens`` greedy tokens per sequence (``[batch_size, prompt + n]``)."""
+        if ids.shape[-1] + new_tokens > self.max_len:
+            raise ValueError(
+                f"StaticDecoder.generate: {ids.shape[-1]} + {new_tokens} tokens exceed max_len {self.max_len}"
+            )
+        out = [self.prefill(ids, attention_mask)]
+        for _ in range(new_tokens - 1):
+            out.append(self.step(out[-1]))
+        return torch.cat([ids.to(self.device), torch.stack(out, 1)], 1)
