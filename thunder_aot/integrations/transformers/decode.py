@@ -186,15 +186,15 @@ class StaticDecoder:
     @torch.no_grad()
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
         """Append ``tokens`` (``[batch_size]``) to every sequence and return the next ones (greedy)."""
-        if self.length == 0:
-            raise RuntimeError("StaticDecoder.step: no sequence started (call prefill first)")
-        if self.length >= self.max_len:
-            raise RuntimeError(f"StaticDecoder.step: the cache is full (max_len {self.max_len})")
         if not (isinstance(tokens, torch.Tensor) and tuple(tokens.shape) == (self.batch_size,)):
             raise ValueError(
                 f"StaticDecoder.step: expected {self.batch_size} token ids, got "
                 f"{tuple(tokens.shape) if isinstance(tokens, torch.Tensor) else type(tokens).__name__}"
             )
+        if self.length == 0:
+            raise RuntimeError("StaticDecoder.step: no sequence started (call prefill first)")
+        if self.length >= self.max_len:
+            raise RuntimeError(f"StaticDecoder.step: the cache is full (max_len {self.max_len})")
         self.tokens.copy_(tokens.view(-1, 1))
         self.start.fill_(self.length)
         if not self.cuda_graph:

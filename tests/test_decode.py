@@ -1,0 +1,159 @@
+"""Decoding over a static KV cache: indexed writes into the caller's tensors done in place (and judged
+by verification), the static-cache layer, and StaticDecoder's greedy tokens against transformers'
+``generate``."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from thunder_aot.errors import ExportError
+from thunder_aot.frontend.resolve import resolve_module
+from thunder_aot.pipeline import export
+from thunder_aot.request import ExportRequest
+from thunder_aot.shapes import parse_shapes
+from thunder_aot.verify import load_module_from_text, verify
+
+CACHE_SHAPES = "1x2x1x4, 1x2x16x4, 1:int64[0..15]"
+
+
+class CacheWrite(nn.Module):
+    """A step's keys written into a cache at one position, then the whole cache read."""
+
+    def forward(self, keys, cache, position):
+        cache.index_copy_(2, position, keys)
+        return cache * 2
+
+
+def cache_write():
+    return CacheWrite()
+
+
+pytestmark = pytest.mark.traces
+
+
+def test_an_indexed_write_into_an_input_is_done_in_place_and_verified():
+    """Thunder's index_copy plus copy_ write-back becomes one index_copy_ (no pass over the whole
+    cache), and the module verifies with the cache judged as an output."""
+    messages = []
+    text = export(
+        ExportRequest("tests.test_decode:cache_write", (CACHE_SHAPES,), backend="torch"),
+        progress=messages.append,
+    )
+    assert any(m.startswith("verified:") for m in messages), messages
+    body = text.split("def forward(")[1]
+    assert "torch.Tensor.index_copy_(cache, 2, position, keys)" in body
+    assert "copy_(" not in body.replace("index_copy_(", "")
+    # verification sees the write: the same module writing nothing is refused on the cache
+    broken = text.replace(
+        "torch.Tensor.index_copy_(cache, 2, position, keys)", "torch.index_copy(cache, 2, position, keys)"
+    )
+    with pytest.raises(ExportError, match="output 1"):
+        verify(
+            broken,
+            resolve_module("tests.test_decode:cache_write"),
+            parse_shapes(CACHE_SHAPES),
+            "CacheWrite",
+            seed=3,
+        )
+
+
+def test_an_indexed_write_whose_old_value_is_read_later_keeps_its_write_back():
+    """The cache's value before the write, read after it (here a read of the input placed after the
+    write in the traced program by hand: Thunder orders the reads it traces before the write): the
+    out-of-place write and its write-back stay."""
+    import dataclasses
+
+    from thunder_aot.backends import get_backend
+    from thunder_aot.frontend.program import module_to_trace, traced_program
+    from thunder_aot.ir import Ref, TorchCall, Value
+    from thunder_aot.passes.index_writes_in_place import index_writes_in_place
+
+    request = ExportRequest("tests.test_decode:cache_write", (CACHE_SHAPES,), backend="torch")
+    program = traced_program(request, module_to_trace(request, print), get_backend("torch"), print).programs[
+        0
+    ]
+    steps = list(program.steps)
+    write = next(
+        i for i, s in enumerate(steps) if isinstance(s, TorchCall) and s.target == "torch.index_copy"
+    )
+    cache = steps[write].args[0]
+    assert isinstance(cache, Ref)
+    spec = next(v.spec for v in program.inputs if v.name == cache.name)
+    read = TorchCall("torch.clone", (Value("old_cache", spec),), (cache,))
+    with_read = dataclasses.replace(program, steps=(*steps[: write + 1], read, *steps[write + 1 :]))
+    assert index_writes_in_place(with_read) == with_read
+    done = index_writes_in_place(program)
+    assert [s.target for s in done.steps if isinstance(s, TorchCall)] == ["torch.Tensor.index_copy_"]
+
+
+def _generate(model, ids, n):
+    with torch.no_grad():
+        return model.generate(ids, max_new_tokens=n, min_new_tokens=n, do_sample=False)
+
+
+@pytest.fixture(scope="module")
+def tiny_llama():
+    pytest.importorskip("transformers")
+    from thunder_aot.examples.hf import tiny_llama
+
+    return tiny_llama().eval()
+
+
+def _check_against_generate(model, layer_class, n: int) -> None:
+    from thunder_aot.integrations.transformers import StaticDecoder
+
+    generator = torch.Generator().manual_seed(11)
+    ids = torch.randint(0, model.config.vocab_size, (1, 7), generator=generator)
+    decoder = StaticDecoder(model, layer_class, max_len=max(7 + n, 64))
+    assert torch.equal(decoder.generate(ids, n), _generate(model, ids, n))
+    # a batch of two with different prompt lengths (left-padded), each as generate runs it alone
+    ids = torch.randint(0, model.config.vocab_size, (2, 9), generator=generator)
+    mask = torch.ones_like(ids)
+    mask[1, :4] = 0
+    decoder = StaticDecoder(model, layer_class, max_len=max(9 + n, 64), batch_size=2)
+    got = decoder.generate(ids, n, attention_mask=mask)
+    assert torch.equal(got[0], _generate(model, ids[:1], n)[0])
+    assert torch.equal(got[1, 4:], _generate(model, ids[1:, 4:], n)[0])
+
+
+def test_static_decoder_with_the_models_layers_makes_generates_tokens(tiny_llama):
+    """fp32, greedy: 200 tokens at batch 1 and at batch 2 with different prompt lengths."""
+    _check_against_generate(tiny_llama, None, 200)
+
+
+def test_static_decoder_with_generated_layers_makes_generates_tokens(tiny_llama):
+    from thunder_aot.examples.hf import static_cache_shapes
+
+    shapes = static_cache_shapes(256, 2, 64, "fp32", batch=2, prefill=16, max_len=64)
+    text = export(
+        ExportRequest("thunder_aot.examples.hf:llama_decoder_layer_static", (shapes,), backend="torch")
+    )
+    assert "torch.Tensor.index_copy_(keys" in text and "torch.Tensor.index_copy_(values" in text
+    layer_class = load_module_from_text(text, "static_layer_torch").DecoderLayerStaticCacheCall
+    _check_against_generate(tiny_llama, layer_class, 40)
+
+
+def test_static_decoder_refuses_bad_calls_in_one_line(tiny_llama):
+    from thunder_aot.integrations.transformers import StaticDecoder
+
+    decoder = StaticDecoder(tiny_llama, None, max_len=8)
+    cases = [
+        (lambda: decoder.step(torch.tensor([1])), "no sequence started"),
+        (lambda: decoder.prefill(torch.ones(2, 3, dtype=torch.long)), r"shape \[1, prompt\]"),
+        (lambda: decoder.prefill(torch.ones(1, 8, dtype=torch.long)), "does not fit max_len 8"),
+        (lambda: decoder.generate(torch.ones(1, 4, dtype=torch.long), 5), "exceed max_len 8"),
+        (lambda: StaticDecoder(tiny_llama, nn.Linear, max_len=8), "DecoderLayerStaticCacheCall"),
+        (lambda: StaticDecoder(nn.Linear(2, 2), None), "Llama layout"),
+    ]
+    for call, message in cases:
+        with pytest.raises((ValueError, RuntimeError, TypeError), match=message) as info:
+            call()
+        assert "\n" not in str(info.value)
+    token = decoder.prefill(torch.ones(1, 6, dtype=torch.long))
+    token = decoder.step(token)
+    with pytest.raises(RuntimeError, match="the cache is full"):
+        decoder.step(decoder.step(token))
+    with pytest.raises(ValueError, match="expected 1 token ids"):
+        decoder.step(torch.tensor([1, 2]))
