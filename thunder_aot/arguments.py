@@ -42,6 +42,16 @@ def _size_list(text: str) -> list[int]:
     return sizes
 
 
+def _counts(text: str) -> list[int]:
+    """``1,8,32``: positive integers."""
+    try:
+        return _size_list(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected positive integers separated by commas (1,8,32), got {text!r}"
+        ) from None
+
+
 def _sizes(text: str) -> list[int] | dict[str, list[int]]:
     """``1,16,128`` (a bucket's one dynamic dim) or ``B=1,8;S=1,128`` (per dim: every combination)."""
     try:
@@ -175,6 +185,21 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="SOURCE is a whole causal LM: time forwards (eager, torch.compile default / reduce-overhead / "
         "per layer, thunder-aot whole decoder layers with and without CUDA graphs) at --sizes tokens",
+    )
+    bench.add_argument(
+        "--decode",
+        action="store_true",
+        help="SOURCE is a causal LM on CUDA: greedy decode in ms per step and tokens/s (eager generate, "
+        "a gpt-fast-style compiled loop, StaticDecoder with the model's layers and with layers generated "
+        "per backend, with and without the CUDA graph) at --batches and --prompts, against the floor of "
+        "the bytes a step reads; writes decode.json to --out",
+    )
+    bench.add_argument("--batches", type=_counts, default=[1, 8], help="with --decode: batch sizes (1,8,32)")
+    bench.add_argument(
+        "--prompts", type=_counts, default=[128], help="with --decode: prompt lengths (128,1024)"
+    )
+    bench.add_argument(
+        "--steps", type=_positive(int), default=128, help="with --decode: timed steps (default 128)"
     )
     bench.add_argument(
         "--cold-start",

@@ -200,6 +200,25 @@ def cmd_bench(args: argparse.Namespace) -> int:
     checkpoint = (lambda report: write_reports(report, Path(args.out))) if args.out else (lambda report: None)
     if args.cold_start:
         return _cold_start(args, sizes, command)
+    if args.decode:
+        from thunder_aot.bench.decode_bench import markdown, run_decode_bench  # torch, transformers
+
+        if args.shapes or args.model or sizes:
+            raise ExportError(
+                "bench --decode: takes --batches, --prompts and --steps; drop --shapes/--model/--sizes"
+            )
+        report = run_decode_bench(
+            args.source,
+            [b for b in args.backends.split(",") if b and b != "auto"] or ["triton"],
+            args.batches,
+            args.prompts,
+            args.steps,
+            out=Path(args.out) if args.out else None,
+            progress=_progress,
+            command=command,
+        )
+        print(markdown(report))
+        return 0
     if args.model:
         from thunder_aot.bench.model_bench import run_model_bench  # torch: loaded for bench alone
 

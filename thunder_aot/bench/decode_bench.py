@@ -30,6 +30,7 @@ import torch
 
 from thunder_aot.api import export
 from thunder_aot.bench.timing import copy_bandwidth_gb_per_s
+from thunder_aot.errors import ExportError
 from thunder_aot.examples.hf import static_cache_shapes
 from thunder_aot.frontend.resolve import resolve_module
 from thunder_aot.integrations.transformers import DecoderLayerStaticCacheCall, StaticDecoder
@@ -50,6 +51,8 @@ class DecodeRow:
 @dataclass
 class DecodeReport:
     model: str
+    command: str
+    commit: str
     device: str
     dtype: str
     steps: int
@@ -58,6 +61,22 @@ class DecodeReport:
     rows: list[DecodeRow] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
     exports_s: dict[str, float] = field(default_factory=dict)
+
+
+def _commit() -> str:
+    """The checkout's commit (THUNDER_AOT_COMMIT where the tree is a copy without git)."""
+    import os
+    import subprocess
+
+    if os.environ.get("THUNDER_AOT_COMMIT"):
+        return os.environ["THUNDER_AOT_COMMIT"]
+    try:
+        done = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent
+        )
+    except OSError:
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""
 
 
 def step_bytes(model: torch.nn.Module, batch: int, length: int) -> int:
@@ -162,11 +181,12 @@ def run_decode_bench(
     warmup: int = 8,
     out: Path | None = None,
     progress: Callable[[str], None] = print,
+    command: str = "",
 ) -> DecodeReport:
     """Decode ``source`` (an import path to a causal LM on CUDA) with every system at each batch
     size and prompt length; returns (and writes under ``out``) the report."""
     if not torch.cuda.is_available():
-        raise RuntimeError("bench --decode needs CUDA (its systems capture CUDA graphs)")
+        raise ExportError("bench --decode needs CUDA (its systems capture CUDA graphs); no CUDA device here")
     model = resolve_module(source).eval().cuda()
     config = model.config
     heads = config.num_attention_heads
@@ -176,6 +196,8 @@ def run_decode_bench(
     max_len = max(prompts) + steps + warmup + 2
     report = DecodeReport(
         model=source,
+        command=command,
+        commit=_commit(),
         device=torch.cuda.get_device_name(),
         dtype=dtype,
         steps=steps,
@@ -263,10 +285,33 @@ def run_decode_bench(
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         (out / "decode.json").write_text(json.dumps(asdict(report), indent=1))
+        (out / "decode.md").write_text(markdown(report))
     return report
 
 
-if __name__ == "__main__":
+def markdown(report: DecodeReport) -> str:
+    """The report as a page: the command, commit and device, then ms per step per system."""
+    lines = [
+        f"# Greedy decode: {report.model}",
+        "",
+        f"`{report.command}` at {report.commit or 'an unknown commit'} on {report.device}, {report.dtype}, "
+        f"{report.steps} timed steps; floor: bytes a step reads over a measured copy at "
+        f"{report.copy_gb_per_s:.0f} GB/s.",
+        "",
+        "| system | batch | prompt | ms/step | tokens/s | share of floor | first tokens as the first's |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in report.rows:
+        lines.append(
+            f"| {r.system} | {r.batch} | {r.prompt} | {r.ms_per_step:.3f} | {r.tokens_per_s:.0f} | "
+            f"{100 * r.floor_fraction:.0f}% | {'yes' if r.first_tokens_match else 'no'} |"
+        )
+    lines += ["", "Floors (ms/step): " + ", ".join(f"{k}: {v:.3f}" for k, v in report.floor_ms.items())]
+    lines += [f"- skipped {name}: {why}" for name, why in report.skipped.items()]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":  # (the CLI's `thunder-aot bench --decode` is the same)
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
