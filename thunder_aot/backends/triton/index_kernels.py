@@ -601,7 +601,15 @@ def _iota(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) -
     assert isinstance(dtype, DType)
     scaled = index[0] if step == 1 else f"{index[0]} * {step}"
     shifted = scaled if start == 0 else f"{start} + {scaled}"
-    return f"({shifted}).to({TL_DTYPES[dtype.name]})"
+    return _cast(shifted, TL_DTYPES[dtype.name])
+
+
+def _cast(text: str, tl_dtype: str) -> str:
+    """``text`` as ``tl_dtype``: a literal (an index the simplifier made constant, e.g. the only
+    element of a one-element arange) becomes a typed scalar, which has no ``.to``."""
+    if text.lstrip("-").isdigit():
+        return f"tl.full([], {text}, {tl_dtype})"
+    return f"({text}).to({tl_dtype})"
 
 
 def _pow(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) -> str:
@@ -617,7 +625,7 @@ def _where(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) 
 def _convert(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) -> str:
     dtype = op.args[1]
     assert isinstance(dtype, DType)
-    return f"({p.operand(op.args[0], index, mask)}).to({TL_DTYPES[dtype.name]})"
+    return _cast(p.operand(op.args[0], index, mask), TL_DTYPES[dtype.name])
 
 
 def _same(p: PointwiseProgram, op: PrimOp, name: str, index: Index, mask: str) -> str:
