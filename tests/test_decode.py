@@ -135,6 +135,28 @@ def test_static_decoder_with_generated_layers_makes_generates_tokens(tiny_llama)
     _check_against_generate(tiny_llama, layer_class, 40)
 
 
+def test_a_finished_sequences_row_takes_a_new_prompt_while_the_others_go_on(tiny_llama):
+    from thunder_aot.integrations.transformers import StaticDecoder
+
+    generator = torch.Generator().manual_seed(5)
+    ids = torch.randint(0, tiny_llama.config.vocab_size, (2, 12), generator=generator)
+    decoder = StaticDecoder(tiny_llama, None, max_len=64, batch_size=2)
+    tokens = [decoder.prefill(ids)]
+    for _ in range(9):
+        tokens.append(decoder.step(tokens[-1]))
+    prompt = torch.randint(0, tiny_llama.config.vocab_size, (7,), generator=generator)
+    row1 = [decoder.insert(1, prompt)]
+    current = tokens[-1].clone()
+    current[1] = row1[0]
+    for _ in range(20):
+        current = decoder.step(current)
+        tokens.append(current)
+        row1.append(current[1])
+    row0 = torch.stack([t[0] for t in tokens[:10]] + [t[0] for t in tokens[10:]])
+    assert torch.equal(torch.cat([ids[0], row0[:10], row0[10:]]), _generate(tiny_llama, ids[:1], 30)[0])
+    assert torch.equal(torch.stack(row1), _generate(tiny_llama, prompt[None], 21)[0, 7:])
+
+
 def test_static_decoder_refuses_bad_calls_in_one_line(tiny_llama):
     from thunder_aot.integrations.transformers import StaticDecoder
 
@@ -146,6 +168,8 @@ def test_static_decoder_refuses_bad_calls_in_one_line(tiny_llama):
         (lambda: decoder.generate(torch.ones(1, 4, dtype=torch.long), 5), "exceed max_len 8"),
         (lambda: StaticDecoder(tiny_llama, nn.Linear, max_len=8), "DecoderLayerStaticCacheCall"),
         (lambda: StaticDecoder(nn.Linear(2, 2), None), "Llama layout"),
+        (lambda: decoder.insert(3, torch.ones(2, dtype=torch.long)), r"row in 0\.\.0"),
+        (lambda: decoder.insert(0, torch.ones(2, dtype=torch.long)), "prefill a new batch instead"),
     ]
     for call, message in cases:
         with pytest.raises((ValueError, RuntimeError, TypeError), match=message) as info:

@@ -35,8 +35,9 @@ class StaticDecoder:
     CUDA). The model is used, not copied; its weights are shared.
 
     ``prefill(ids, attention_mask=None)`` fills the cache and returns the next token of each
-    sequence; ``step(tokens)`` appends them and returns the next ones; ``generate(ids, n,
-    attention_mask=None)`` does both and returns ``ids`` with ``n`` new tokens."""
+    sequence; ``step(tokens)`` appends them and returns the next ones; ``insert(row, ids)`` starts
+    one sequence again from a new prompt while the others go on; ``generate(ids, n,
+    attention_mask=None)`` prefills and steps, and returns ``ids`` with ``n`` new tokens."""
 
     def __init__(
         self,
@@ -129,13 +130,16 @@ class StaticDecoder:
             masks[window] = attends
         return masks
 
-    def _forward(self, ids: torch.Tensor, start: torch.Tensor, rope_positions: torch.Tensor) -> torch.Tensor:
-        """The last position's logits of ``ids`` (``[batch, seq]``) written at slots ``start ..``."""
+    def _forward(
+        self, ids: torch.Tensor, start: torch.Tensor, rope_positions: torch.Tensor, rows: slice = slice(None)
+    ) -> torch.Tensor:
+        """The last position's logits of ``ids`` (``[batch, seq]``, the sequences ``rows``) written at
+        slots ``start ..``."""
         hidden = self.base.embed_tokens(ids)
         cos, sin = (t.contiguous() for t in self.base.rotary_emb(hidden, rope_positions))
-        masks = self._masks(start, ids.shape[1], self.valid)
+        masks = self._masks(start, ids.shape[1], self.valid[rows])
         for layer, keys, values, window in zip(self.layers, self.keys, self.values, self.windows):
-            hidden = layer(hidden, cos, sin, keys, values, start, masks[window])
+            hidden = layer(hidden, cos, sin, keys[rows], values[rows], start, masks[window])
         return self.model.lm_head(self.base.norm(hidden[:, -1:, :]))[:, 0]
 
     def _step(self) -> None:
@@ -182,6 +186,34 @@ class StaticDecoder:
         self.rope_positions.copy_(rope[:, -1:] + 1)
         self.next_tokens.copy_(logits.argmax(-1))
         return self.next_tokens.clone()
+
+    @torch.no_grad()
+    def insert(self, row: int, ids: torch.Tensor) -> torch.Tensor:
+        """Start sequence ``row`` again from the prompt ``ids`` (1-D) while the others go on (a
+        finished sequence's slot taking a new request; the captured step is kept): the prompt takes
+        the slots just before the batch's current one, so it may be at most as long as the batch's
+        sequences so far. Returns its next token; pass it in ``row`` of the next ``step``."""
+        if not (isinstance(row, int) and 0 <= row < self.batch_size):
+            raise ValueError(f"StaticDecoder.insert: expected a row in 0..{self.batch_size - 1}, got {row!r}")
+        if not (isinstance(ids, torch.Tensor) and ids.dim() == 1 and ids.numel() >= 1):
+            raise ValueError(
+                "StaticDecoder.insert: expected a 1-D tensor of token ids, got "
+                f"{tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__}"
+            )
+        if ids.numel() > self.length:
+            raise ValueError(
+                f"StaticDecoder.insert: a prompt of {ids.numel()} tokens needs as many slots before the "
+                f"batch's current one ({self.length}); prefill a new batch instead"
+            )
+        prompt, end = ids.numel(), self.length
+        self.valid[row] = False
+        self.valid[row, end - prompt : end] = True
+        start = torch.tensor([end - prompt], dtype=torch.long, device=self.device)
+        rope = torch.arange(prompt, device=self.device)[None]
+        logits = self._forward(ids.to(self.device)[None], start, rope, slice(row, row + 1))
+        self.rope_positions[row] = prompt
+        self.next_tokens[row] = logits.argmax(-1)[0]
+        return self.next_tokens[row].clone()
 
     @torch.no_grad()
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
