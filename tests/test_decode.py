@@ -123,7 +123,9 @@ def test_static_decoder_with_the_models_layers_makes_generates_tokens(tiny_llama
     _check_against_generate(tiny_llama, None, 200)
 
 
-def test_static_decoder_with_generated_layers_makes_generates_tokens(tiny_llama):
+@pytest.fixture(scope="module")
+def static_layer_class():
+    """Tiny Llama's layer exported over a static cache (torch backend, verified), once per module."""
     from thunder_aot.examples.hf import static_cache_shapes
 
     shapes = static_cache_shapes(256, 2, 64, "fp32", batch=2, prefill=16, max_len=64)
@@ -131,8 +133,32 @@ def test_static_decoder_with_generated_layers_makes_generates_tokens(tiny_llama)
         ExportRequest("thunder_aot.examples.hf:llama_decoder_layer_static", (shapes,), backend="torch")
     )
     assert "torch.Tensor.index_copy_(keys" in text and "torch.Tensor.index_copy_(values" in text
-    layer_class = load_module_from_text(text, "static_layer_torch").DecoderLayerStaticCacheCall
-    _check_against_generate(tiny_llama, layer_class, 40)
+    return load_module_from_text(text, "static_layer_torch").DecoderLayerStaticCacheCall
+
+
+def test_static_decoder_with_generated_layers_makes_generates_tokens(tiny_llama, static_layer_class):
+    _check_against_generate(tiny_llama, static_layer_class, 40)
+
+
+def test_generate_with_transformers_static_cache_runs_the_generated_layers(tiny_llama, static_layer_class):
+    """``model.generate(..., cache_implementation="static")`` with the layers replaced: the prefill and
+    every step run the generated module over transformers' StaticCache, with generate's tokens."""
+    import copy
+
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer
+
+    from thunder_aot import replace
+
+    ids = torch.randint(0, tiny_llama.config.vocab_size, (1, 7), generator=torch.Generator().manual_seed(2))
+    expected = _generate(tiny_llama, ids, 60)
+    model = copy.deepcopy(tiny_llama)
+    replace(model, LlamaDecoderLayer, static_layer_class)
+    with torch.no_grad():
+        got = model.generate(
+            ids, max_new_tokens=60, min_new_tokens=60, do_sample=False, cache_implementation="static"
+        )
+    assert torch.equal(got, expected)
+    assert [dict(layer.calls) for layer in model.model.layers] == [{"generated": 60}] * 2
 
 
 def test_a_finished_sequences_row_takes_a_new_prompt_while_the_others_go_on(tiny_llama):

@@ -6,7 +6,12 @@ from collections.abc import Callable
 
 import torch
 
-from thunder_aot.integrations.transformers import LAYER_CALLS, DecoderLayerCacheCall, LayerAdapter
+from thunder_aot.integrations.transformers import (
+    LAYER_CALLS,
+    DecoderLayerCacheCall,
+    DecoderLayerStaticCacheCall,
+    LayerAdapter,
+)
 
 
 def replace(
@@ -48,6 +53,11 @@ def replace(
 
 def _replacement(module: torch.nn.Module, generated: type, cuda_graphs: str | None) -> torch.nn.Module:
     call = LAYER_CALLS.get(generated.__name__)
+    if cuda_graphs is not None and call is DecoderLayerStaticCacheCall:
+        raise ValueError(
+            "replace: cuda_graphs with a static-cache layer would copy the cache into the graph's inputs "
+            "every call; use StaticDecoder, which captures the whole step"
+        )
     if cuda_graphs is not None and call is DecoderLayerCacheCall:
         raise ValueError(
             "replace: cuda_graphs with a KV-cache layer would capture a graph per cache length "

@@ -11,7 +11,9 @@ batch over that. The systems:
 - ``StaticDecoder(model layers)``: :class:`~thunder_aot.integrations.transformers.StaticDecoder`
   with the model's own layers, each step one CUDA graph;
 - ``StaticDecoder(<backend>)``: the same with the layers generated from
-  ``DecoderLayerStaticCacheCall`` by each backend, with and without the graph.
+  ``DecoderLayerStaticCacheCall`` by each backend, with and without the graph;
+- ``generate(StaticCache, <backend> layers)``: ``model.generate`` over transformers' StaticCache with
+  the decoder layers replaced by the generated ones (``thunder_aot.replace``), batch 1.
 
 The floor is the bytes a step must read (every weight once, but only one row of an untied
 embedding; the valid part of the KV cache) over the measured device-to-device copy bandwidth.
@@ -172,6 +174,38 @@ def _eager_generate(model, ids: torch.Tensor, steps: int):
     return (full - one) / steps, out[:, ids.shape[1] :]
 
 
+def _generate_static(model, layer_class: type, ids: torch.Tensor, max_len: int, steps: int):
+    """``model.generate`` over transformers' StaticCache with every decoder layer replaced by
+    ``layer_class`` (per-layer adapters; the calls the generated module did not serve are counted
+    and make the system fail)."""
+    import copy
+
+    from transformers import StaticCache
+
+    from thunder_aot.swap import replace
+
+    swapped = copy.deepcopy(model)
+    replace(swapped, type(model.model.layers[0]), layer_class)
+
+    def timed(n: int) -> tuple[float, torch.Tensor]:
+        cache = StaticCache(config=model.config, max_cache_len=max_len)
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        out = swapped.generate(
+            ids, max_new_tokens=n, min_new_tokens=n, do_sample=False, past_key_values=cache
+        )
+        torch.cuda.synchronize()
+        return (time.perf_counter() - t) * 1e3, out
+
+    timed(2)
+    full, out = timed(steps + 1)
+    one, _ = timed(1)
+    unserved = {k: v for layer in swapped.model.layers for k, v in layer.calls.items() if k != "generated"}
+    if unserved:
+        raise RuntimeError(f"calls the generated layers did not serve: {unserved}")
+    return (full - one) / steps, out[:, ids.shape[1] :]
+
+
 def run_decode_bench(
     source: str,
     backends: list[str],
@@ -253,6 +287,14 @@ def run_decode_bench(
                                 steps,
                                 warmup,
                             ),
+                        )
+                    )
+            if batch == 1:
+                for backend, cls in generated.items():
+                    systems.append(
+                        (
+                            f"generate(StaticCache, {backend} layers)",
+                            lambda cls=cls: _generate_static(model, cls, ids, max_len, min(steps, 32)),
                         )
                     )
             first = None

@@ -32,6 +32,7 @@ from thunder_aot.integrations.transformers.export_wrappers import (
     DecoderLayerCacheCall,
     DecoderLayerCall,
     DecoderLayerMaskCall,
+    DecoderLayerStaticCacheCall,
     DecoderStackCall,
 )
 from thunder_aot.runtime import NoBucketError, adopt_state
@@ -74,6 +75,8 @@ class LayerAdapter(nn.Module):
         adapter = cls(layer, generated if cuda_graphs is None else generated.cuda_graphs(cuda_graphs))
         if call is DecoderLayerCacheCall:
             adapter.__dict__["cache"] = _CacheSlots(layer, generated_class)
+        elif call is DecoderLayerStaticCacheCall:
+            adapter.__dict__["static"] = _StaticSlots(layer, generated_class)
         elif call is DecoderLayerMaskCall:
             adapter.__dict__["masks"] = _Masks(layer, generated_class)
         return adapter
@@ -89,6 +92,34 @@ class LayerAdapter(nn.Module):
         position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
         **kwargs,
     ):
+        static = self.__dict__.get("static")
+        if static is not None:
+            reason = static.refusal(past_key_values, attention_mask, position_embeddings, kwargs)
+            if reason is None:
+                try:
+                    out = static.run(
+                        self.__dict__["generated"],
+                        past_key_values,
+                        hidden_states,
+                        contiguous_rotary(position_embeddings),
+                        attention_mask,
+                    )
+                except NoBucketError:
+                    reason = "outside every bucket"
+                else:
+                    self.calls["generated"] += 1
+                    return out
+            self.calls[reason] += 1
+            return self.__dict__["layer"](
+                hidden_states,
+                attention_mask=attention_mask,
+                position_ids=position_ids,
+                past_key_values=past_key_values,
+                use_cache=use_cache,
+                cache_position=cache_position,
+                position_embeddings=position_embeddings,
+                **kwargs,
+            )
         cache, masks = self.__dict__.get("cache"), self.__dict__.get("masks")
         reason = self._unserved(
             attention_mask if masks is None else None,
@@ -253,6 +284,60 @@ class _CacheSlots:
         if not slot.is_initialized:
             slot.lazy_initialization(keys, values)
         slot.keys, slot.values = keys, values
+
+
+class _StaticSlots:
+    """Where a layer's keys and values live in transformers' ``StaticCache`` (``generate(...,
+    cache_implementation="static")``): its layer's ``StaticLayer``, preallocated on first use, written
+    in place by the module generated from :class:`DecoderLayerStaticCacheCall` at the layer's
+    ``cumulative_length`` (which it then advances, as ``StaticLayer.update`` does). The call must
+    carry transformers' mask over the whole cache. Other caches and cache layers (sliding-window
+    ones) run the original layer."""
+
+    def __init__(self, layer: nn.Module, generated_class: type) -> None:
+        self.layer_idx = next(
+            (m.layer_idx for m in layer.modules() if isinstance(getattr(m, "layer_idx", None), int)), None
+        )
+        bucket = parse_shapes(sys.modules[generated_class.__module__].BUCKETS)[0]
+        keys = bucket.inputs[3].shape
+        #: (kv heads, head dim): the caches the generated module was exported for
+        self.heads_and_dim = (keys[1], keys[3])
+        self.mask_dtype = getattr(torch, bucket.inputs[6].dtype)
+
+    def refusal(self, cache, attention_mask, position_embeddings, kwargs) -> str | None:
+        # transformers is an optional dependency (the hf extra): imported where a cache is met
+        from transformers.cache_utils import StaticCache, StaticLayer
+
+        if not isinstance(cache, StaticCache):
+            return "no cache" if cache is None else f"a {type(cache).__name__}"
+        if self.layer_idx is None or self.layer_idx >= len(cache.layers):
+            return "no layer_idx" if self.layer_idx is None else "a cache without this layer"
+        if type(cache.layers[self.layer_idx]) is not StaticLayer:
+            return f"a {type(cache.layers[self.layer_idx]).__name__} cache layer"
+        if position_embeddings is None:
+            return "no position_embeddings"
+        if any(isinstance(v, torch.Tensor) for v in kwargs.values()):
+            return "tensor keyword arguments"
+        return None
+
+    def run(self, generated, cache, hidden_states, position_embeddings, attention_mask) -> torch.Tensor:
+        slot = cache.layers[self.layer_idx]
+        if not slot.is_initialized:
+            shape = (hidden_states.shape[0], self.heads_and_dim[0], 1, self.heads_and_dim[1])
+            slot.lazy_initialization(hidden_states.new_empty(shape), hidden_states.new_empty(shape))
+        start = slot.cumulative_length.view(1)
+        if attention_mask is None:  # transformers leaves causality to sdpa (no padding): the mask it means
+            batch, seq, slots = hidden_states.shape[0], hidden_states.shape[1], slot.keys.shape[2]
+            queries = start + torch.arange(seq, device=start.device)
+            attends = torch.arange(slots, device=start.device)[None, :] <= queries[:, None]
+            if self.mask_dtype != torch.bool:
+                attends = torch.zeros(attends.shape, dtype=self.mask_dtype, device=start.device).masked_fill_(
+                    ~attends, torch.finfo(self.mask_dtype).min
+                )
+            attention_mask = attends.expand(batch, 1, seq, slots)
+        out = generated(hidden_states, *position_embeddings, slot.keys, slot.values, start, attention_mask)
+        slot.cumulative_length.add_(hidden_states.shape[1])
+        return out
 
 
 def _empty_past_shape(generated_class: type) -> tuple[int, int, int] | None:
