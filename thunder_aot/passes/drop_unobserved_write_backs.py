@@ -30,6 +30,22 @@ from thunder_aot.passes.base import Pass
 
 COPY = "torch.Tensor.copy_"
 
+
+def write_back(step: Step) -> tuple[str, str] | None:
+    """``(dst, src)`` of a plain ``dst.copy_(src)`` (how Thunder writes an in-place op's value back),
+    else None."""
+    if (
+        isinstance(step, TorchCall)
+        and step.target == COPY
+        and len(step.args) == 2
+        and not step.kwargs
+        and all(isinstance(a, Ref) for a in step.args)
+        and len(step.outputs) == 1
+    ):
+        return step.args[0].name, step.args[1].name
+    return None
+
+
 #: torch calls whose outputs are new tensors, never views of their arguments
 FRESH_CALLS = frozenset(
     {
@@ -107,16 +123,10 @@ def drop_unobserved_write_backs(program: BucketProgram) -> BucketProgram:
             if isinstance(step, Region):
                 specs.update({o.name: o.spec for op in step.ops for o in op.outputs})
         for i, step in enumerate(steps):
-            if not (
-                isinstance(step, TorchCall)
-                and step.target == COPY
-                and len(step.args) == 2
-                and not step.kwargs
-                and all(isinstance(a, Ref) for a in step.args)
-                and len(step.outputs) == 1
-            ):
+            pair = write_back(step)
+            if pair is None:
                 continue
-            dst, src = step.args[0].name, step.args[1].name
+            dst, src = pair
             if dst not in producer or src not in producer or specs[dst] != specs[src]:
                 continue  # an input or a parameter, or a broadcast or cast
             readers_of_src = [k for k, s in enumerate(steps) if src in step_reads(s)]

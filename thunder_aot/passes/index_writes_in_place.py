@@ -15,28 +15,13 @@ from __future__ import annotations
 
 from thunder_aot.ir import BucketProgram, Ref, TorchCall, arg_refs, renamed, step_reads
 from thunder_aot.passes.base import Pass
-
-COPY = "torch.Tensor.copy_"
+from thunder_aot.passes.drop_unobserved_write_backs import write_back
 
 #: out-of-place indexed writes and the in-place call that does the same write into its first argument
 IN_PLACE = {
     "torch.index_copy": "torch.Tensor.index_copy_",
     "torch.index_put": "torch.Tensor.index_put_",
 }
-
-
-def _write_back(step: object) -> tuple[str, str] | None:
-    """``(dst, src)`` of a plain ``dst.copy_(src)``, else None."""
-    if (
-        isinstance(step, TorchCall)
-        and step.target == COPY
-        and len(step.args) == 2
-        and not step.kwargs
-        and all(isinstance(a, Ref) for a in step.args)
-        and len(step.outputs) == 1
-    ):
-        return step.args[0].name, step.args[1].name
-    return None
 
 
 def index_writes_in_place(program: BucketProgram) -> BucketProgram:
@@ -47,7 +32,7 @@ def index_writes_in_place(program: BucketProgram) -> BucketProgram:
         specs = {v.name: v.spec for v in program.inputs}
         specs.update({o.name: o.spec for s in steps for o in s.outputs})
         for i, step in enumerate(steps):
-            pair = _write_back(step)
+            pair = write_back(step)
             if pair is None:
                 continue
             dst, src = pair

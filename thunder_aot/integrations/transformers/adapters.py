@@ -92,6 +92,15 @@ class LayerAdapter(nn.Module):
         position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
         **kwargs,
     ):
+        original = dict(
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            past_key_values=past_key_values,
+            use_cache=use_cache,
+            cache_position=cache_position,
+            position_embeddings=position_embeddings,
+            **kwargs,
+        )
         static = self.__dict__.get("static")
         if static is not None:
             reason = static.refusal(past_key_values, attention_mask, position_embeddings, kwargs)
@@ -110,16 +119,7 @@ class LayerAdapter(nn.Module):
                     self.calls["generated"] += 1
                     return out
             self.calls[reason] += 1
-            return self.__dict__["layer"](
-                hidden_states,
-                attention_mask=attention_mask,
-                position_ids=position_ids,
-                past_key_values=past_key_values,
-                use_cache=use_cache,
-                cache_position=cache_position,
-                position_embeddings=position_embeddings,
-                **kwargs,
-            )
+            return self.__dict__["layer"](hidden_states, **original)
         cache, masks = self.__dict__.get("cache"), self.__dict__.get("masks")
         reason = self._unserved(
             attention_mask if masks is None else None,
@@ -152,16 +152,7 @@ class LayerAdapter(nn.Module):
                 self.calls["generated"] += 1
                 return out
         self.calls[reason] += 1
-        return self.__dict__["layer"](
-            hidden_states,
-            attention_mask=attention_mask,
-            position_ids=position_ids,
-            past_key_values=past_key_values,
-            use_cache=use_cache,
-            cache_position=cache_position,
-            position_embeddings=position_embeddings,
-            **kwargs,
-        )
+        return self.__dict__["layer"](hidden_states, **original)
 
     @staticmethod
     def _unserved(attention_mask, past_key_values, position_embeddings, kwargs) -> str | None:
