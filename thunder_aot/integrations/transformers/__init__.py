@@ -2,10 +2,11 @@
 
 :mod:`.export_wrappers` holds the modules ``thunder-aot export`` traces for whole decoder layers and
 decoder stacks (:class:`DecoderLayerCall`, :class:`DecoderLayerMaskCall`,
-:class:`DecoderLayerCacheCall`, :class:`DecoderStackCall`); :mod:`.adapters` the run-time side, which
-puts the modules generated from them into a model (:class:`LayerAdapter`, :class:`LayerStack`,
-:class:`StackAdapter`); :mod:`.decode` greedy decoding over a static KV cache in one CUDA graph a
-step (:class:`StaticDecoder`); :mod:`.attention` what both read of a model's attention (its kind, each
+:class:`DecoderLayerCacheCall`, :class:`DecoderLayerStaticCacheCall`, :class:`DecoderStackCall`);
+:mod:`.adapters` the run-time side, which puts the modules generated from them into a model
+(:class:`LayerAdapter`, :class:`LayerStack`, :class:`StackAdapter`), with :mod:`.cache_slots` for
+calls with a KV cache; :mod:`.decode` greedy decoding over a static KV cache, a CUDA graph a step
+(:class:`StaticDecoder`); :mod:`.attention` what they read of a model's attention (its kind, each
 layer's sliding window, the causal masks). This package re-exports their public names. Importing it
 does not import transformers (an optional dependency: the ``hf`` extra).
 """
