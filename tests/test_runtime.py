@@ -231,3 +231,26 @@ def test_setting_paths_step_through_module_containers_and_items():
     assert rt.setting(torch.nn.Sequential(torch.nn.SiLU(inplace=True)), "0.inplace") is True
     with pytest.raises(ValueError, match="cannot read the setting path"):
         rt.setting(layers, "1.")
+
+
+def test_train_mode_says_once_that_the_module_runs_in_eval_mode(monkeypatch):
+    """A generated module runs its source's forward as exported (eval mode): train() says so, once per
+    class; eval() says nothing."""
+    import warnings
+
+    from thunder_aot.verify import load_module_from_text
+
+    monkeypatch.setattr(rt, "_TRAIN_WARNED", set())
+    gen = load_module_from_text((ROOT / "generated" / "gated_mlp_torch.py").read_text(), "train_mode_mlp")
+    module = next(
+        v for v in vars(gen).values() if isinstance(v, type) and issubclass(v, rt.GeneratedModule)
+    )()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        module.eval()
+        module.train()
+        module.train()
+    assert [str(w.message).split(" runs ")[1][:45] for w in caught] == [
+        "its source's forward as exported, in eval mod"
+    ]
+    assert module.training and type(module).__name__ in str(caught[0].message)

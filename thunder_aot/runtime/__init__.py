@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import itertools
 import re
+import warnings
 from collections.abc import Callable, Iterable
 
 import torch
@@ -289,6 +290,10 @@ def _adjacent(tensors: list[torch.Tensor]) -> torch.Tensor | None:
     return merged
 
 
+#: the generated classes train() has warned about
+_TRAIN_WARNED: set[str] = set()
+
+
 class GeneratedModule(torch.nn.Module):
     """Base of every generated ``nn.Module``: what they share, driven by their class tables.
 
@@ -445,6 +450,19 @@ class GeneratedModule(torch.nn.Module):
                     self(*args)
                 calls += 1
         return calls
+
+    def train(self, mode: bool = True):
+        """As ``nn.Module.train``, and on ``mode=True`` a warning (once per class): the module runs
+        its source's forward as exported, in eval mode, whatever its ``training`` flag says."""
+        if mode and type(self).__name__ not in _TRAIN_WARNED:
+            _TRAIN_WARNED.add(type(self).__name__)
+            warnings.warn(
+                f"thunder-aot: {type(self).__name__} runs its source's forward as exported, in eval mode "
+                "(no dropout, normalization statistics not updated); train() changes nothing it computes",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        return super().train(mode)
 
     def cuda_graphs(self, outputs: str = "fresh") -> torch.nn.Module:
         """This module's calls replayed from CUDA graphs, one per input signature, captured at its
