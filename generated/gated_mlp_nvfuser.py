@@ -20,6 +20,8 @@ from thunder_aot.runtime import (
     GeneratedModule,
     GuardTable,
     NoBucketError,
+    autocast_error,
+    autocasting,
     bad_input,
     dynamo_compiling,
     is_grad_enabled,
@@ -28,7 +30,7 @@ from thunder_aot.runtime import (
     require,
 )
 
-require(7)
+require(8)
 from thunder_aot.runtime.nvfuser import Fusion, SizedFusions, contiguity, frontend
 
 FusionDefinition, DataType = frontend("nvfuser_direct")
@@ -160,6 +162,8 @@ class GatedMLP(GeneratedModule):
             or GLOBAL_BACKWARD_HOOKS
         ):
             return torch.nn.Module.__call__(self, x)
+        if autocasting():
+            return self._outside_buckets(autocast_error(_OWNER), x)
         try:
             return forward(
                 x,
@@ -171,6 +175,8 @@ class GatedMLP(GeneratedModule):
             return self._outside_buckets(error, x)
 
     def forward(self, x):
+        if autocasting():
+            return self._outside_buckets(autocast_error(_OWNER), x)
         try:
             return forward(
                 x,

@@ -20,6 +20,8 @@ from thunder_aot.runtime import (
     GeneratedModule,
     NoBucketError,
     UnmergedError,
+    autocast_error,
+    autocasting,
     bad_input,
     dynamo_compiling,
     no_bucket,
@@ -27,7 +29,7 @@ from thunder_aot.runtime import (
     unmerged,
 )
 
-require(7)
+require(8)
 
 __all__ = ["BUCKETS", "NoBucketError", "GatedMLP", "forward"]
 
@@ -134,6 +136,8 @@ class GatedMLP(GeneratedModule):
             or GLOBAL_BACKWARD_HOOKS
         ):
             return torch.nn.Module.__call__(self, x)
+        if autocasting():
+            return self._outside_buckets(autocast_error(_OWNER), x)
         try:
             return forward(
                 x,
@@ -148,6 +152,8 @@ class GatedMLP(GeneratedModule):
             return self._merged_again(x)
 
     def forward(self, x):
+        if autocasting():
+            return self._outside_buckets(autocast_error(_OWNER), x)
         try:
             return forward(
                 x,

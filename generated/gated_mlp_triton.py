@@ -21,6 +21,8 @@ from thunder_aot.runtime import (
     GuardTable,
     NoBucketError,
     UnmergedError,
+    autocast_error,
+    autocasting,
     bad_input,
     dynamo_compiling,
     is_grad_enabled,
@@ -30,7 +32,7 @@ from thunder_aot.runtime import (
     unmerged,
 )
 
-require(7)
+require(8)
 from thunder_aot.runtime.triton import (
     INTERPRET,
     Kernel,
@@ -241,6 +243,8 @@ class GatedMLP(GeneratedModule):
             or GLOBAL_BACKWARD_HOOKS
         ):
             return torch.nn.Module.__call__(self, x)
+        if autocasting():
+            return self._outside_buckets(autocast_error(_OWNER), x)
         try:
             return forward(
                 x,
@@ -255,6 +259,8 @@ class GatedMLP(GeneratedModule):
             return self._merged_again(x)
 
     def forward(self, x):
+        if autocasting():
+            return self._outside_buckets(autocast_error(_OWNER), x)
         try:
             return forward(
                 x,

@@ -19,12 +19,14 @@ from thunder_aot.runtime import (
     GLOBAL_FORWARD_PRE_HOOKS,
     GeneratedModule,
     NoBucketError,
+    autocast_error,
+    autocasting,
     bad_input,
     no_bucket,
     require,
 )
 
-require(7)
+require(8)
 
 __all__ = ["BUCKETS", "NoBucketError", "GeluGate", "forward"]
 
@@ -91,12 +93,16 @@ class GeluGate(GeneratedModule):
             or GLOBAL_BACKWARD_HOOKS
         ):
             return torch.nn.Module.__call__(self, gate_up)
+        if autocasting():
+            return self._outside_buckets(autocast_error(_OWNER), gate_up)
         try:
             return forward(gate_up)
         except NoBucketError as error:
             return self._outside_buckets(error, gate_up)
 
     def forward(self, gate_up):
+        if autocasting():
+            return self._outside_buckets(autocast_error(_OWNER), gate_up)
         try:
             return forward(gate_up)
         except NoBucketError as error:

@@ -20,6 +20,8 @@ from thunder_aot.runtime import (
     GeneratedModule,
     GuardTable,
     NoBucketError,
+    autocast_error,
+    autocasting,
     bad_input,
     dynamo_compiling,
     is_grad_enabled,
@@ -28,7 +30,7 @@ from thunder_aot.runtime import (
     require,
 )
 
-require(7)
+require(8)
 from thunder_aot.runtime.triton import (
     INTERPRET,
     Kernel,
@@ -189,12 +191,16 @@ class GeluGate(GeneratedModule):
             or GLOBAL_BACKWARD_HOOKS
         ):
             return torch.nn.Module.__call__(self, gate_up)
+        if autocasting():
+            return self._outside_buckets(autocast_error(_OWNER), gate_up)
         try:
             return forward(gate_up)
         except NoBucketError as error:
             return self._outside_buckets(error, gate_up)
 
     def forward(self, gate_up):
+        if autocasting():
+            return self._outside_buckets(autocast_error(_OWNER), gate_up)
         try:
             return forward(gate_up)
         except NoBucketError as error:

@@ -20,6 +20,8 @@ from thunder_aot.runtime import (
     GeneratedModule,
     GuardTable,
     NoBucketError,
+    autocast_error,
+    autocasting,
     bad_input,
     bad_state,
     dynamo_compiling,
@@ -29,7 +31,7 @@ from thunder_aot.runtime import (
     require,
 )
 
-require(7)
+require(8)
 from thunder_aot.runtime.nvfuser import Fusion, SizedFusions, contiguity, frontend
 
 FusionDefinition, DataType = frontend("nvfuser_direct")
@@ -185,12 +187,16 @@ class LayerNorm(GeneratedModule):
             or GLOBAL_BACKWARD_HOOKS
         ):
             return torch.nn.Module.__call__(self, input_)
+        if autocasting():
+            return self._outside_buckets(autocast_error(_OWNER), input_)
         try:
             return forward(input_, state["_parameters"]["bias"], state["_parameters"]["weight"])
         except NoBucketError as error:
             return self._outside_buckets(error, input_)
 
     def forward(self, input_):
+        if autocasting():
+            return self._outside_buckets(autocast_error(_OWNER), input_)
         try:
             return forward(input_, self._parameters["bias"], self._parameters["weight"])
         except NoBucketError as error:

@@ -19,12 +19,14 @@ from thunder_aot.runtime import (
     GLOBAL_FORWARD_PRE_HOOKS,
     GeneratedModule,
     NoBucketError,
+    autocast_error,
+    autocasting,
     bad_input,
     no_bucket,
     require,
 )
 
-require(7)
+require(8)
 
 __all__ = ["BUCKETS", "NoBucketError", "LayerNorm", "forward"]
 
@@ -94,12 +96,16 @@ class LayerNorm(GeneratedModule):
             or GLOBAL_BACKWARD_HOOKS
         ):
             return torch.nn.Module.__call__(self, input_)
+        if autocasting():
+            return self._outside_buckets(autocast_error(_OWNER), input_)
         try:
             return forward(input_, state["_parameters"]["bias"], state["_parameters"]["weight"])
         except NoBucketError as error:
             return self._outside_buckets(error, input_)
 
     def forward(self, input_):
+        if autocasting():
+            return self._outside_buckets(autocast_error(_OWNER), input_)
         try:
             return forward(input_, self._parameters["bias"], self._parameters["weight"])
         except NoBucketError as error:

@@ -19,12 +19,14 @@ from thunder_aot.runtime import (
     GLOBAL_FORWARD_PRE_HOOKS,
     GeneratedModule,
     NoBucketError,
+    autocast_error,
+    autocasting,
     bad_input,
     no_bucket,
     require,
 )
 
-require(7)
+require(8)
 
 __all__ = ["BUCKETS", "NoBucketError", "ResidualRMSNorm", "forward"]
 
@@ -123,12 +125,16 @@ class ResidualRMSNorm(GeneratedModule):
             or GLOBAL_BACKWARD_HOOKS
         ):
             return torch.nn.Module.__call__(self, x, residual)
+        if autocasting():
+            return self._outside_buckets(autocast_error(_OWNER), x, residual)
         try:
             return forward(x, residual, state["_modules"]["norm"]._parameters["weight"])
         except NoBucketError as error:
             return self._outside_buckets(error, x, residual)
 
     def forward(self, x, residual):
+        if autocasting():
+            return self._outside_buckets(autocast_error(_OWNER), x, residual)
         try:
             return forward(x, residual, self._modules["norm"]._parameters["weight"])
         except NoBucketError as error:

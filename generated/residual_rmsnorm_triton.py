@@ -20,6 +20,8 @@ from thunder_aot.runtime import (
     GeneratedModule,
     GuardTable,
     NoBucketError,
+    autocast_error,
+    autocasting,
     bad_input,
     bad_state,
     dynamo_compiling,
@@ -29,7 +31,7 @@ from thunder_aot.runtime import (
     require,
 )
 
-require(7)
+require(8)
 from thunder_aot.runtime.triton import (
     INTERPRET,
     Kernel,
@@ -247,12 +249,16 @@ class ResidualRMSNorm(GeneratedModule):
             or GLOBAL_BACKWARD_HOOKS
         ):
             return torch.nn.Module.__call__(self, x, residual)
+        if autocasting():
+            return self._outside_buckets(autocast_error(_OWNER), x, residual)
         try:
             return forward(x, residual, state["_modules"]["norm"]._parameters["weight"])
         except NoBucketError as error:
             return self._outside_buckets(error, x, residual)
 
     def forward(self, x, residual):
+        if autocasting():
+            return self._outside_buckets(autocast_error(_OWNER), x, residual)
         try:
             return forward(x, residual, self._modules["norm"]._parameters["weight"])
         except NoBucketError as error:

@@ -22,12 +22,14 @@ from thunder_aot.runtime import (
     GLOBAL_FORWARD_PRE_HOOKS,
     GeneratedModule,
     NoBucketError,
+    autocast_error,
+    autocasting,
     bad_input,
     no_bucket,
     require,
 )
 
-require(7)
+require(8)
 
 __all__ = ["BUCKETS", "NoBucketError", "GptOssRMSNorm", "forward"]
 
@@ -123,12 +125,16 @@ class GptOssRMSNorm(GeneratedModule):
             or GLOBAL_BACKWARD_HOOKS
         ):
             return torch.nn.Module.__call__(self, hidden_states)
+        if autocasting():
+            return self._outside_buckets(autocast_error(_OWNER), hidden_states)
         try:
             return forward(hidden_states, state["_parameters"]["weight"])
         except NoBucketError as error:
             return self._outside_buckets(error, hidden_states)
 
     def forward(self, hidden_states):
+        if autocasting():
+            return self._outside_buckets(autocast_error(_OWNER), hidden_states)
         try:
             return forward(hidden_states, self._parameters["weight"])
         except NoBucketError as error:

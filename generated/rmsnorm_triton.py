@@ -23,6 +23,8 @@ from thunder_aot.runtime import (
     GeneratedModule,
     GuardTable,
     NoBucketError,
+    autocast_error,
+    autocasting,
     bad_input,
     bad_state,
     dynamo_compiling,
@@ -32,7 +34,7 @@ from thunder_aot.runtime import (
     require,
 )
 
-require(7)
+require(8)
 from thunder_aot.runtime.triton import (
     INTERPRET,
     Kernel,
@@ -225,12 +227,16 @@ class GptOssRMSNorm(GeneratedModule):
             or GLOBAL_BACKWARD_HOOKS
         ):
             return torch.nn.Module.__call__(self, hidden_states)
+        if autocasting():
+            return self._outside_buckets(autocast_error(_OWNER), hidden_states)
         try:
             return forward(hidden_states, state["_parameters"]["weight"])
         except NoBucketError as error:
             return self._outside_buckets(error, hidden_states)
 
     def forward(self, hidden_states):
+        if autocasting():
+            return self._outside_buckets(autocast_error(_OWNER), hidden_states)
         try:
             return forward(hidden_states, self._parameters["weight"])
         except NoBucketError as error:

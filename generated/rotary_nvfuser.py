@@ -20,6 +20,8 @@ from thunder_aot.runtime import (
     GeneratedModule,
     GuardTable,
     NoBucketError,
+    autocast_error,
+    autocasting,
     bad_input,
     dynamo_compiling,
     is_grad_enabled,
@@ -28,7 +30,7 @@ from thunder_aot.runtime import (
     require,
 )
 
-require(7)
+require(8)
 from thunder_aot.runtime.nvfuser import Fusion, SizedFusions, contiguity, frontend
 
 FusionDefinition, DataType = frontend("nvfuser_direct")
@@ -211,12 +213,16 @@ class RotaryEmbedding(GeneratedModule):
             or GLOBAL_BACKWARD_HOOKS
         ):
             return torch.nn.Module.__call__(self, x, cos, sin)
+        if autocasting():
+            return self._outside_buckets(autocast_error(_OWNER), x, cos, sin)
         try:
             return forward(x, cos, sin)
         except NoBucketError as error:
             return self._outside_buckets(error, x, cos, sin)
 
     def forward(self, x, cos, sin):
+        if autocasting():
+            return self._outside_buckets(autocast_error(_OWNER), x, cos, sin)
         try:
             return forward(x, cos, sin)
         except NoBucketError as error:

@@ -19,12 +19,14 @@ from thunder_aot.runtime import (
     GLOBAL_FORWARD_PRE_HOOKS,
     GeneratedModule,
     NoBucketError,
+    autocast_error,
+    autocasting,
     bad_input,
     no_bucket,
     require,
 )
 
-require(7)
+require(8)
 
 __all__ = ["BUCKETS", "NoBucketError", "RotaryEmbedding", "forward"]
 
@@ -138,12 +140,16 @@ class RotaryEmbedding(GeneratedModule):
             or GLOBAL_BACKWARD_HOOKS
         ):
             return torch.nn.Module.__call__(self, x, cos, sin)
+        if autocasting():
+            return self._outside_buckets(autocast_error(_OWNER), x, cos, sin)
         try:
             return forward(x, cos, sin)
         except NoBucketError as error:
             return self._outside_buckets(error, x, cos, sin)
 
     def forward(self, x, cos, sin):
+        if autocasting():
+            return self._outside_buckets(autocast_error(_OWNER), x, cos, sin)
         try:
             return forward(x, cos, sin)
         except NoBucketError as error:

@@ -20,12 +20,14 @@ from thunder_aot.runtime import (
     GLOBAL_FORWARD_PRE_HOOKS,
     GeneratedModule,
     NoBucketError,
+    autocast_error,
+    autocasting,
     bad_input,
     no_bucket,
     require,
 )
 
-require(7)
+require(8)
 
 __all__ = ["BUCKETS", "NoBucketError", "ScaledMaskedSoftmax", "forward"]
 
@@ -143,12 +145,16 @@ class ScaledMaskedSoftmax(GeneratedModule):
             or GLOBAL_BACKWARD_HOOKS
         ):
             return torch.nn.Module.__call__(self, scores, mask_)
+        if autocasting():
+            return self._outside_buckets(autocast_error(_OWNER), scores, mask_)
         try:
             return forward(scores, mask_)
         except NoBucketError as error:
             return self._outside_buckets(error, scores, mask_)
 
     def forward(self, scores, mask_):
+        if autocasting():
+            return self._outside_buckets(autocast_error(_OWNER), scores, mask_)
         try:
             return forward(scores, mask_)
         except NoBucketError as error:

@@ -21,6 +21,8 @@ from thunder_aot.runtime import (
     GeneratedModule,
     GuardTable,
     NoBucketError,
+    autocast_error,
+    autocasting,
     bad_input,
     dynamo_compiling,
     is_grad_enabled,
@@ -29,7 +31,7 @@ from thunder_aot.runtime import (
     require,
 )
 
-require(7)
+require(8)
 from thunder_aot.runtime.triton import (
     INTERPRET,
     Kernel,
@@ -301,12 +303,16 @@ class ScaledMaskedSoftmax(GeneratedModule):
             or GLOBAL_BACKWARD_HOOKS
         ):
             return torch.nn.Module.__call__(self, scores, mask_)
+        if autocasting():
+            return self._outside_buckets(autocast_error(_OWNER), scores, mask_)
         try:
             return forward(scores, mask_)
         except NoBucketError as error:
             return self._outside_buckets(error, scores, mask_)
 
     def forward(self, scores, mask_):
+        if autocasting():
+            return self._outside_buckets(autocast_error(_OWNER), scores, mask_)
         try:
             return forward(scores, mask_)
         except NoBucketError as error:

@@ -19,12 +19,14 @@ from thunder_aot.runtime import (
     GLOBAL_FORWARD_PRE_HOOKS,
     GeneratedModule,
     NoBucketError,
+    autocast_error,
+    autocasting,
     bad_input,
     no_bucket,
     require,
 )
 
-require(7)
+require(8)
 
 __all__ = ["BUCKETS", "NoBucketError", "TemperatureSoftmax", "forward"]
 
@@ -92,12 +94,16 @@ class TemperatureSoftmax(GeneratedModule):
             or GLOBAL_BACKWARD_HOOKS
         ):
             return torch.nn.Module.__call__(self, logits)
+        if autocasting():
+            return self._outside_buckets(autocast_error(_OWNER), logits)
         try:
             return forward(logits)
         except NoBucketError as error:
             return self._outside_buckets(error, logits)
 
     def forward(self, logits):
+        if autocasting():
+            return self._outside_buckets(autocast_error(_OWNER), logits)
         try:
             return forward(logits)
         except NoBucketError as error:

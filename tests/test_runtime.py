@@ -254,3 +254,30 @@ def test_train_mode_says_once_that_the_module_runs_in_eval_mode(monkeypatch):
         "its source's forward as exported, in eval mod"
     ]
     assert module.training and type(module).__name__ in str(caught[0].message)
+
+
+def test_a_call_under_autocast_runs_the_source_or_says_why_in_one_line():
+    """The export traced without autocast: under it, the module's torch calls would hand its kernels
+    other dtypes (a Triton compile error, an nvFuser internal assert). A module with a fallback runs its
+    source's forward there (autocast's dtypes, as eager); one without says why."""
+    from thunder_aot.frontend.resolve import resolve_module
+    from thunder_aot.verify import load_module_from_text
+
+    gen = load_module_from_text((ROOT / "generated" / "gated_mlp_torch.py").read_text(), "autocast_mlp")
+    source = resolve_module("thunder_aot.examples.blocks:gated_mlp").eval()
+    cls = getattr(gen, type(source).__name__)
+    x = torch.randn(3, 256, generator=torch.Generator().manual_seed(4))
+
+    class WithFallback(cls):
+        FALLBACK = True
+
+    plain, fallback = cls.from_module(source), WithFallback.from_module(source)
+    with torch.no_grad():
+        assert torch.equal(plain(x), source(x))  # outside autocast: the generated program
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            expected = source(x)
+            got = fallback(x)
+            with pytest.raises(rt.NoBucketError, match="called under torch.autocast") as info:
+                plain(x)
+    assert expected.dtype == torch.bfloat16 and got.dtype == expected.dtype and torch.equal(got, expected)
+    assert "\n" not in str(info.value)

@@ -47,6 +47,8 @@ RUNTIME_NAMES = (
     "GLOBAL_FORWARD_PRE_HOOKS",
     "GeneratedModule",
     "NoBucketError",
+    "autocast_error",
+    "autocasting",
     "no_bucket",
     "require",
 )

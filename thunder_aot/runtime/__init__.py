@@ -31,10 +31,12 @@ from thunder_aot.runtime.state import adopt_state
 #: that passed last tried first, the program's sizes held in the entry; 7: runtime.triton's
 #: Kernel(width_units=True), a run-time row width passed as N_units and the constant N_UNIT, binaries
 #: per unit)
-RUNTIME_VERSION = 7
+RUNTIME_VERSION = 8
 
 __all__ = [
     "RUNTIME_VERSION",
+    "autocast_error",
+    "autocasting",
     "CHOICES",
     "GLOBAL_BACKWARD_HOOKS",
     "GLOBAL_BACKWARD_PRE_HOOKS",
@@ -62,6 +64,23 @@ __all__ = [
 #: call (one list per watcher, the innermost last; empty otherwise, and then nothing is recorded):
 #: each kernel appends its indices, as the watcher records each ``torch.topk`` call's
 CHOICES: list[list] = []
+
+
+#: whether any torch.autocast region is active (one C call: the generated ``__call__`` asks on every call)
+autocasting = getattr(torch._C, "_is_any_autocast_enabled", None) or (
+    lambda: torch.is_autocast_enabled("cuda") or torch.is_autocast_enabled("cpu")
+)
+
+
+def autocast_error(owner: str) -> NoBucketError:
+    """A call under ``torch.autocast``: the export traced the module without it, so its torch calls
+    would hand its kernels other dtypes than they were written for. A module built with a fallback
+    runs the source's forward (autocast applies there); others raise this."""
+    return NoBucketError(
+        f"{owner} (thunder-aot): called under torch.autocast, which the export did not trace (its kernels "
+        "take the dtypes it was exported with); call it outside autocast, or export the module with "
+        "the dtypes autocast gives (or with --fallback, to run the source's forward there)"
+    )
 
 
 def require(version: int) -> None:
