@@ -299,20 +299,26 @@ def static_cache_shapes(
 ) -> str:
     """Buckets of a layer exported as DecoderLayerStaticCacheCall: the decode step (one token) and a
     prefill of 2..``prefill`` tokens, for 1..``batch`` sequences and caches of ``max_len`` slots or more
-    (the start slot ranges keep every write inside the smallest)."""
+    (the start slot ranges keep every write inside the smallest). A range of one size is written as
+    that size."""
+    if batch < 1 or prefill < 2 or max_len < prefill:
+        raise ValueError(
+            f"expected batch >= 1, prefill >= 2 and max_len >= prefill, got {batch}, {prefill}, {max_len}"
+        )
+    b_first, b = (f"[B=1..{batch}]", "[B]") if batch > 1 else ("1", "1")
+    s_first, s = (f"[S=2..{prefill}]", "[S]") if prefill > 2 else ("2", "2")
     cache = (
-        f"[B]x{kv_heads}x[L={max_len}..{4 * max_len}]x{head_dim}:{dtype}, "
-        f"[B]x{kv_heads}x[L]x{head_dim}:{dtype}"
+        f"{b}x{kv_heads}x[L={max_len}..{4 * max_len}]x{head_dim}:{dtype}, "
+        f"{b}x{kv_heads}x[L]x{head_dim}:{dtype}"
     )
     rope = f"{head_dim}:{dtype}"
-    mask = "bool"
     decode = (
-        f"[B=1..{batch}]x1x{hidden}:{dtype}, [B]x1x{rope}, [B]x1x{rope}, {cache}, "
-        f"1:int64[0..{max_len - 1}], [B]x1x1x[L]:{mask}"
+        f"{b_first}x1x{hidden}:{dtype}, {b}x1x{rope}, {b}x1x{rope}, {cache}, "
+        f"1:int64[0..{max_len - 1}], {b}x1x1x[L]:bool"
     )
     fill = (
-        f"[B=1..{batch}]x[S=2..{prefill}]x{hidden}:{dtype}, [B]x[S]x{rope}, [B]x[S]x{rope}, {cache}, "
-        f"1:int64[0..{max_len - prefill}], [B]x1x[S]x[L]:{mask}"
+        f"{b_first}x{s_first}x{hidden}:{dtype}, {b}x{s}x{rope}, {b}x{s}x{rope}, {cache}, "
+        f"1:int64[0..{max_len - prefill}], {b}x1x{s}x[L]:bool"
     )
     return f"{decode}; {fill}"
 
