@@ -191,8 +191,15 @@ def _generate_static(model, layer_class: type, ids: torch.Tensor, max_len: int, 
         cache = StaticCache(config=model.config, max_cache_len=max_len)
         torch.cuda.synchronize()
         t = time.perf_counter()
+        # (disable_compile: given a static cache, generate compiles the forward, and the adapters'
+        # call counters made torch.compile recompile every step)
         out = swapped.generate(
-            ids, max_new_tokens=n, min_new_tokens=n, do_sample=False, past_key_values=cache
+            ids,
+            max_new_tokens=n,
+            min_new_tokens=n,
+            do_sample=False,
+            past_key_values=cache,
+            disable_compile=True,
         )
         torch.cuda.synchronize()
         return (time.perf_counter() - t) * 1e3, out
