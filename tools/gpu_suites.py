@@ -218,6 +218,12 @@ def _cold(extra: list[str], options: Options) -> list[Step]:
     ]
 
 
+def _decode(extra: list[str], options: Options) -> list[Step]:
+    argv = [PY, "-m", "thunder_aot", "bench", MODELS["llama"][0], "--decode", "--backends", "triton"]
+    argv += ["--batches", "1,8", "--prompts", "128", "--out", "{work}/decode", *extra]
+    return [Step("decode", argv, md="decode/decode.md", json="decode/decode.json")]
+
+
 #: sound export's repeat run: the sets of tools/seed_verify.py
 SOUND_SETS = ("sound", "generated", "hf")
 
@@ -315,6 +321,15 @@ SUITES = _suites(
         _models,
         f"items {', '.join(MODELS)} (default: both), {BENCH} (e.g. --sizes 128,1024)",
         "models",
+    ),
+    Suite(
+        "decode",
+        "greedy decode of the Llama-1B-shaped causal LM: StaticDecoder against generate and a "
+        "gpt-fast-style compiled loop (thunder-aot bench --decode)",
+        520,
+        _decode,
+        f"{BENCH} (e.g. --batches 1,8,32 --prompts 128,1024 --backends triton,nvfuser)",
+        "decode",
     ),
     Suite(
         "sound",

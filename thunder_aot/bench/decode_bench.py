@@ -36,6 +36,7 @@ from thunder_aot.errors import ExportError
 from thunder_aot.examples.hf import static_cache_shapes
 from thunder_aot.frontend.resolve import resolve_module
 from thunder_aot.integrations.transformers import DecoderLayerStaticCacheCall, StaticDecoder
+from thunder_aot.integrations.transformers.decode import kv_cache_dims
 from thunder_aot.verify import load_module_from_text
 
 
@@ -54,7 +55,6 @@ class DecodeRow:
 class DecodeReport:
     model: str
     command: str
-    commit: str
     device: str
     dtype: str
     steps: int
@@ -63,22 +63,6 @@ class DecodeReport:
     rows: list[DecodeRow] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
     exports_s: dict[str, float] = field(default_factory=dict)
-
-
-def _commit() -> str:
-    """The checkout's commit (THUNDER_AOT_COMMIT where the tree is a copy without git)."""
-    import os
-    import subprocess
-
-    if os.environ.get("THUNDER_AOT_COMMIT"):
-        return os.environ["THUNDER_AOT_COMMIT"]
-    try:
-        done = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent
-        )
-    except OSError:
-        return ""
-    return done.stdout.strip() if done.returncode == 0 else ""
 
 
 def step_bytes(model: torch.nn.Module, batch: int, length: int) -> int:
@@ -95,9 +79,7 @@ def step_bytes(model: torch.nn.Module, batch: int, length: int) -> int:
             p.numel() * p.element_size() if (p is not embedding or tied) else p.shape[1] * p.element_size()
         )
     config = model.config
-    heads = config.num_attention_heads
-    kv_heads = getattr(config, "num_key_value_heads", None) or heads
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+    kv_heads, head_dim = kv_cache_dims(config)
     total += 2 * config.num_hidden_layers * batch * kv_heads * length * head_dim * embedding.element_size()
     return total
 
@@ -160,18 +142,29 @@ def _gpt_fast_system(model, ids: torch.Tensor, max_len: int, steps: int, warmup:
         return _timed_steps(run, steps), torch.stack(tokens, 1)
 
 
-def _eager_generate(model, ids: torch.Tensor, steps: int):
+def _generate_ms_per_step(generate: Callable[[int], torch.Tensor], prompt: int, steps: int):
+    """(ms per new token, the new tokens) of ``generate(n)`` (ids with ``n`` new tokens): a run of
+    ``steps + 1`` tokens less a run of one (the prefill removed), after a warm-up run."""
+
     def timed(n: int) -> tuple[float, torch.Tensor]:
         torch.cuda.synchronize()
         t = time.perf_counter()
-        out = model.generate(ids, max_new_tokens=n, min_new_tokens=n, do_sample=False)
+        out = generate(n)
         torch.cuda.synchronize()
         return (time.perf_counter() - t) * 1e3, out
 
     timed(2)
     full, out = timed(steps + 1)
     one, _ = timed(1)
-    return (full - one) / steps, out[:, ids.shape[1] :]
+    return (full - one) / steps, out[:, prompt:]
+
+
+def _eager_generate(model, ids: torch.Tensor, steps: int):
+    return _generate_ms_per_step(
+        lambda n: model.generate(ids, max_new_tokens=n, min_new_tokens=n, do_sample=False),
+        ids.shape[1],
+        steps,
+    )
 
 
 def _generate_static(model, layer_class: type, ids: torch.Tensor, max_len: int, steps: int):
@@ -187,30 +180,24 @@ def _generate_static(model, layer_class: type, ids: torch.Tensor, max_len: int, 
     swapped = copy.deepcopy(model)
     replace(swapped, type(model.model.layers[0]), layer_class)
 
-    def timed(n: int) -> tuple[float, torch.Tensor]:
-        cache = StaticCache(config=model.config, max_cache_len=max_len)
-        torch.cuda.synchronize()
-        t = time.perf_counter()
-        # (disable_compile: given a static cache, generate compiles the forward, and the adapters'
-        # call counters made torch.compile recompile every step)
-        out = swapped.generate(
+    # (disable_compile: given a static cache, generate compiles the forward, and the adapters' call
+    # counters made torch.compile recompile every step)
+    result = _generate_ms_per_step(
+        lambda n: swapped.generate(
             ids,
             max_new_tokens=n,
             min_new_tokens=n,
             do_sample=False,
-            past_key_values=cache,
+            past_key_values=StaticCache(config=model.config, max_cache_len=max_len),
             disable_compile=True,
-        )
-        torch.cuda.synchronize()
-        return (time.perf_counter() - t) * 1e3, out
-
-    timed(2)
-    full, out = timed(steps + 1)
-    one, _ = timed(1)
+        ),
+        ids.shape[1],
+        steps,
+    )
     unserved = {k: v for layer in swapped.model.layers for k, v in layer.calls.items() if k != "generated"}
     if unserved:
         raise RuntimeError(f"calls the generated layers did not serve: {unserved}")
-    return (full - one) / steps, out[:, ids.shape[1] :]
+    return result
 
 
 def run_decode_bench(
@@ -230,15 +217,12 @@ def run_decode_bench(
         raise ExportError("bench --decode needs CUDA (its systems capture CUDA graphs); no CUDA device here")
     model = resolve_module(source).eval().cuda()
     config = model.config
-    heads = config.num_attention_heads
-    kv_heads = getattr(config, "num_key_value_heads", None) or heads
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+    kv_heads, head_dim = kv_cache_dims(config)
     dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
     max_len = max(prompts) + steps + warmup + 2
     report = DecodeReport(
         model=source,
         command=command,
-        commit=_commit(),
         device=torch.cuda.get_device_name(),
         dtype=dtype,
         steps=steps,
@@ -339,11 +323,12 @@ def run_decode_bench(
 
 
 def markdown(report: DecodeReport) -> str:
-    """The report as a page: the command, commit and device, then ms per step per system."""
+    """The report as a page: the command and device, then ms per step per system (the lab runner's
+    page header names the commit: tools/gpu_suites.py decode)."""
     lines = [
         f"# Greedy decode: {report.model}",
         "",
-        f"`{report.command}` at {report.commit or 'an unknown commit'} on {report.device}, {report.dtype}, "
+        f"`{report.command}` on {report.device}, {report.dtype}, "
         f"{report.steps} timed steps; floor: bytes a step reads over a measured copy at "
         f"{report.copy_gb_per_s:.0f} GB/s.",
         "",

@@ -21,7 +21,14 @@ from torch import nn
 from thunder_aot.integrations.transformers.attention import layer_windows, mask_dtype
 from thunder_aot.integrations.transformers.export_wrappers import LAYER_CALLS, DecoderLayerStaticCacheCall
 
-__all__ = ["StaticDecoder"]
+__all__ = ["StaticDecoder", "kv_cache_dims"]
+
+
+def kv_cache_dims(config) -> tuple[int, int]:
+    """``(kv_heads, head_dim)`` of a transformers decoder config: a KV cache's heads and width."""
+    heads = config.num_attention_heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    return kv_heads, getattr(config, "head_dim", None) or config.hidden_size // heads
 
 
 class StaticDecoder:
@@ -88,9 +95,7 @@ class StaticDecoder:
             raise ValueError("StaticDecoder: cuda_graph=True needs the model on a CUDA device")
         layers = [DecoderLayerStaticCacheCall(layer) for layer in base.layers]
         self.layers = layers if generated_class is None else [generated_class.from_module(c) for c in layers]
-        heads = config.num_attention_heads
-        kv_heads = getattr(config, "num_key_value_heads", None) or heads
-        head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+        kv_heads, head_dim = kv_cache_dims(config)
         shape = (batch_size, kv_heads, max_len, head_dim)
         self.keys = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in layers]
         self.values = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in layers]
