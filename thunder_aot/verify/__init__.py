@@ -200,23 +200,28 @@ def verify(
                 ]
                 for env, inputs in calls:
                     where = f"bucket {bucket_label(bucket)} at {env or 'its shape'}"
-                    # inputs either module writes in place (a static KV cache) are judged as outputs
-                    written = written_inputs((source, module), inputs)
-                    src, gen, src64 = (
-                        (source, module, source64)
-                        if not written
-                        else tuple(
-                            m if m is None else ReturningWrites(m, written)
-                            for m in (source, module, source64)
-                        )
-                    )
-                    expected, eager_choices = run_recording_choices(src, inputs)
+                    # each module runs on its own copy of the inputs: an input either writes in place
+                    # (a static KV cache) is judged as one more output
+                    copies = [x.clone() for x in inputs]
+                    expected, eager_choices = run_recording_choices(source, copies)
+                    copies_ours = [x.clone() for x in inputs]
                     try:
-                        actual, choices = run_recording_choices(gen, inputs)
+                        actual, choices = run_recording_choices(module, copies_ours)
                     except Exception as e:
                         raise ExportError(
                             f"{where}: the generated module raised {type(e).__name__}: {e}"
                         ) from e
+                    written = tuple(
+                        k
+                        for k, x in enumerate(inputs)
+                        if not (_same_values(x, copies[k]) and _same_values(x, copies_ours[k]))
+                    )
+                    src, src64 = source, source64
+                    if written:
+                        expected = with_written(expected, copies, written)
+                        actual = with_written(actual, copies_ours, written)
+                        src = ReturningWrites(source, written)
+                        src64 = None if source64 is None else ReturningWrites(source64, written)
                     # each judged against the float64 run that routes as it did (judge's docstring)
                     reference, reference_ours = (
                         (None, None)
@@ -247,14 +252,9 @@ def _same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
     return bool((a.eq(b) | (a.isnan() & b.isnan()) if a.is_floating_point() else a.eq(b)).all())
 
 
-def written_inputs(modules, inputs: list[torch.Tensor]) -> tuple[int, ...]:
-    """The positions of the inputs that any of ``modules`` writes in place (each run on copies)."""
-    written: set[int] = set()
-    for module in modules:
-        copies = [x.clone() for x in inputs]
-        module(*copies)
-        written.update(k for k, (x, c) in enumerate(zip(inputs, copies)) if not _same_values(x, c))
-    return tuple(sorted(written))
+def with_written(out, copies: list[torch.Tensor], written: tuple[int, ...]) -> tuple:
+    """A module's outputs followed by its inputs at ``written`` as it left them (``copies``)."""
+    return (*(out if isinstance(out, (tuple, list)) else (out,)), *(copies[k] for k in written))
 
 
 class ReturningWrites(torch.nn.Module):
@@ -267,8 +267,7 @@ class ReturningWrites(torch.nn.Module):
 
     def forward(self, *inputs: torch.Tensor):
         copies = [x.clone() for x in inputs]
-        out = self.module(*copies)
-        return (*(out if isinstance(out, (tuple, list)) else (out,)), *(copies[k] for k in self.written))
+        return with_written(self.module(*copies), copies, self.written)
 
 
 def bucket_label(bucket: Bucket) -> str:
