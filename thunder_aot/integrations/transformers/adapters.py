@@ -93,7 +93,13 @@ class LayerAdapter(nn.Module):
         position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
         **kwargs,
     ):
-        original = dict(
+        served = self._serve(hidden_states, attention_mask, past_key_values, position_embeddings, kwargs)
+        if not isinstance(served, str):
+            self.calls["generated"] += 1
+            return served
+        self.calls[served] += 1
+        return self.__dict__["layer"](
+            hidden_states,
             attention_mask=attention_mask,
             position_ids=position_ids,
             past_key_values=past_key_values,
@@ -102,58 +108,44 @@ class LayerAdapter(nn.Module):
             position_embeddings=position_embeddings,
             **kwargs,
         )
-        static = self.__dict__.get("static")
-        if static is not None:
-            reason = static.refusal(past_key_values, attention_mask, position_embeddings, kwargs)
-            if reason is None:
-                try:
-                    out = static.run(
-                        self.__dict__["generated"],
-                        past_key_values,
-                        hidden_states,
-                        contiguous_rotary(position_embeddings),
-                        attention_mask,
-                    )
-                except NoBucketError:
-                    reason = "outside every bucket"
-                else:
-                    self.calls["generated"] += 1
-                    return out
-            self.calls[reason] += 1
-            return self.__dict__["layer"](hidden_states, **original)
-        cache, masks = self.__dict__.get("cache"), self.__dict__.get("masks")
+
+    def _serve(self, hidden_states, attention_mask, past_key_values, position_embeddings, kwargs):
+        """The generated module's output for the call, or why it cannot serve it (a str)."""
+        static, cache, masks = (self.__dict__.get(k) for k in ("static", "cache", "masks"))
         reason = self._unserved(
-            attention_mask if masks is None else None,
-            past_key_values if cache is None else None,
+            attention_mask if masks is None and static is None else None,
+            past_key_values if cache is None and static is None else None,
             position_embeddings,
             kwargs,
         )
+        if reason is None and static is not None:
+            reason = static.refusal(past_key_values)
         if reason is None and cache is not None:
             reason = cache.refusal(past_key_values)
         if reason is None and masks is not None:
             reason = masks.refusal(attention_mask, past_key_values)
-        if reason is None:
-            generated = self.__dict__["generated"]
-            try:
-                position_embeddings = contiguous_rotary(position_embeddings)
-                if masks is not None:
-                    out = generated(
-                        hidden_states, *position_embeddings, masks.mask(attention_mask, hidden_states)
-                    )
-                elif cache is None:
-                    out = generated(hidden_states, *position_embeddings)
-                else:
-                    past = cache.past(past_key_values, hidden_states)
-                    out, keys, values = generated(hidden_states, *position_embeddings, *past)
-            except NoBucketError:
-                reason = "outside every bucket"
-            else:
-                if cache is not None:
-                    cache.store(past_key_values, keys, values)
-                self.calls["generated"] += 1
-                return out
-        self.calls[reason] += 1
-        return self.__dict__["layer"](hidden_states, **original)
+        if reason is not None:
+            return reason
+        generated = self.__dict__["generated"]
+        position_embeddings = contiguous_rotary(position_embeddings)
+        try:
+            if static is not None:
+                return static.run(
+                    generated, past_key_values, hidden_states, position_embeddings, attention_mask
+                )
+            if masks is not None:
+                return generated(
+                    hidden_states, *position_embeddings, masks.mask(attention_mask, hidden_states)
+                )
+            if cache is None:
+                return generated(hidden_states, *position_embeddings)
+            out, keys, values = generated(
+                hidden_states, *position_embeddings, *cache.past(past_key_values, hidden_states)
+            )
+        except NoBucketError:
+            return "outside every bucket"
+        cache.store(past_key_values, keys, values)
+        return out
 
     @staticmethod
     def _unserved(attention_mask, past_key_values, position_embeddings, kwargs) -> str | None:

@@ -88,7 +88,7 @@ class StaticSlots:
         self.heads_and_dim = (keys[1], keys[3])
         self.mask_dtype = getattr(torch, bucket.inputs[6].dtype)
 
-    def refusal(self, cache, attention_mask, position_embeddings, kwargs) -> str | None:
+    def refusal(self, cache) -> str | None:
         # transformers is an optional dependency (the hf extra): imported where a cache is met
         from transformers.cache_utils import StaticCache, StaticLayer
 
@@ -98,10 +98,6 @@ class StaticSlots:
             return "no layer_idx" if self.layer_idx is None else "a cache without this layer"
         if type(cache.layers[self.layer_idx]) is not StaticLayer:
             return f"a {type(cache.layers[self.layer_idx]).__name__} cache layer"
-        if position_embeddings is None:
-            return "no position_embeddings"
-        if any(isinstance(v, torch.Tensor) for v in kwargs.values()):
-            return "tensor keyword arguments"
         return None
 
     def run(self, generated, cache, hidden_states, position_embeddings, attention_mask) -> torch.Tensor:
