@@ -27,6 +27,7 @@ from thunder_aot.integrations.transformers.attention import (
     layer_windows,
     mask_dtype,
     needs_mask,
+    slot_mask,
 )
 from thunder_aot.integrations.transformers.decode import StaticDecoder
 from thunder_aot.integrations.transformers.export_wrappers import (
@@ -65,4 +66,5 @@ __all__ = [
     "mask_dtype",
     "needs_mask",
     "prefill_call",
+    "slot_mask",
 ]

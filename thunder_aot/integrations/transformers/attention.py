@@ -56,19 +56,37 @@ def mask_dtype(model: nn.Module) -> torch.dtype:
     return torch.bool
 
 
+def slot_mask(
+    query_slots: torch.Tensor,
+    slots: torch.Tensor,
+    dtype: torch.dtype,
+    valid: torch.Tensor | None = None,
+    window: int | None = None,
+) -> torch.Tensor:
+    """The ``[batch, 1, queries, keys]`` mask of queries at positions ``query_slots`` over keys at
+    positions ``slots`` (both 1-D): a query attends the keys up to its own position (and within
+    ``window`` of it). With ``valid`` (``[batch, keys]``, False at padding) only valid keys, and always
+    the query's own position (a padding query attends itself: no row without a key); without it the
+    batch dim is 1. Bool (True where it attends: sdpa's) or, for a floating ``dtype``, additive (0
+    where it attends, the dtype's minimum elsewhere: eager attention's)."""
+    query, keys = query_slots[:, None], slots[None, :]
+    attends = keys <= query
+    if window is not None:
+        attends &= keys > query - window
+    attends = attends[None] if valid is None else (attends & valid[:, None, :]) | (keys == query)
+    attends = attends[:, None]
+    if dtype == torch.bool:
+        return attends
+    return torch.zeros(attends.shape, dtype=dtype, device=attends.device).masked_fill_(
+        ~attends, torch.finfo(dtype).min
+    )
+
+
 def causal_mask(
     batch: int, length: int, dtype: torch.dtype, device: torch.device | str, window: int | None = None
 ) -> torch.Tensor:
     """The ``[batch, 1, length, length]`` mask transformers builds for a batch without padding:
-    query ``q`` attends key ``k`` where ``k <= q`` (and ``k > q - window`` with a sliding window);
-    bool (True where it attends: sdpa's) or, for a floating ``dtype``, additive (0 where it attends,
-    the dtype's minimum elsewhere: eager attention's)."""
+    query ``q`` attends key ``k`` where ``k <= q`` (and ``k > q - window`` with a sliding window),
+    in ``dtype`` as :func:`slot_mask` makes it."""
     positions = torch.arange(length, device=device)
-    attends = positions[None, :] <= positions[:, None]
-    if window is not None:
-        attends &= positions[None, :] > positions[:, None] - window
-    if dtype != torch.bool:
-        attends = torch.zeros(attends.shape, dtype=dtype, device=device).masked_fill_(
-            ~attends, torch.finfo(dtype).min
-        )
-    return attends.expand(batch, 1, length, length).contiguous()
+    return slot_mask(positions, positions, dtype, window=window).expand(batch, 1, length, length).contiguous()

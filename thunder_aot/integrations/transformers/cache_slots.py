@@ -11,6 +11,7 @@ import sys
 import torch
 from torch import nn
 
+from thunder_aot.integrations.transformers.attention import slot_mask
 from thunder_aot.runtime import NoBucketError
 from thunder_aot.shapes import parse_shapes
 
@@ -109,12 +110,8 @@ class StaticSlots:
         if attention_mask is None:  # transformers leaves causality to sdpa (no padding): the mask it means
             batch, seq, slots = hidden_states.shape[0], hidden_states.shape[1], slot.keys.shape[2]
             queries = start + torch.arange(seq, device=start.device)
-            attends = torch.arange(slots, device=start.device)[None, :] <= queries[:, None]
-            if self.mask_dtype != torch.bool:
-                attends = torch.zeros(attends.shape, dtype=self.mask_dtype, device=start.device).masked_fill_(
-                    ~attends, torch.finfo(self.mask_dtype).min
-                )
-            attention_mask = attends.expand(batch, 1, seq, slots)
+            positions = torch.arange(slots, device=start.device)
+            attention_mask = slot_mask(queries, positions, self.mask_dtype).expand(batch, 1, seq, slots)
         out = generated(hidden_states, *position_embeddings, slot.keys, slot.values, start, attention_mask)
         slot.cumulative_length.add_(hidden_states.shape[1])
         return out

@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from thunder_aot.integrations.transformers.attention import layer_windows, mask_dtype
+from thunder_aot.integrations.transformers.attention import layer_windows, mask_dtype, slot_mask
 from thunder_aot.integrations.transformers.export_wrappers import LAYER_CALLS, DecoderLayerStaticCacheCall
 
 __all__ = ["StaticDecoder", "kv_cache_dims"]
@@ -120,19 +120,10 @@ class StaticDecoder:
         """Each window's ``[batch, 1, seq, max_len]`` mask: query ``s`` (slot ``start + s``) attends
         the valid slots up to its own (within the window), and always its own slot (a padding query
         attends itself only: no row without a key)."""
-        query = (start + torch.arange(seq, device=self.device))[:, None]
-        keys = self.slots[None, :]
+        query = start + torch.arange(seq, device=self.device)
         masks = {}
         for window in dict.fromkeys(self.windows):
-            attends = (keys <= query) & valid[:, None, :]
-            if window is not None:
-                attends &= keys > query - window
-            attends = (attends | (keys == query))[:, None]
-            if self.mask_dtype != torch.bool:
-                attends = torch.zeros(attends.shape, dtype=self.mask_dtype, device=self.device).masked_fill_(
-                    ~attends, torch.finfo(self.mask_dtype).min
-                )
-            masks[window] = attends
+            masks[window] = slot_mask(query, self.slots, self.mask_dtype, valid, window)
         return masks
 
     def _forward(
