@@ -381,9 +381,8 @@ def judge_output(
         raise ExportError(
             f"{where}: generated module's non-finite values differ from the source's: {difference}"
         )
-    if (
-        reference is None
-    ):  # eager stands for the reference: the generated module may err one rounding step from it
+    if reference is None:
+        # eager stands for the reference: the generated module may err one rounding step from it
         reference = reference_ours = expected.double()
     finite = torch.isfinite(reference) & torch.isfinite(reference_ours)
     # eager's error where eager is finite; the generated module's where it is finite (which, where
