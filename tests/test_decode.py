@@ -133,6 +133,10 @@ def static_layer_class():
         ExportRequest("thunder_aot.examples.hf:llama_decoder_layer_static", (shapes,), backend="torch")
     )
     assert "torch.Tensor.index_copy_(keys" in text and "torch.Tensor.index_copy_(values" in text
+    # the attention reads the cache's heads, its query heads grouped (no repeat_kv copy of the cache)
+    expands = [line for line in text.splitlines() if "torch.Tensor.expand(" in line]
+    assert expands and all("attention_mask" in line for line in expands), expands  # the prefill's mask only
+    assert text.count("q_embed_grouped = torch.reshape(q_embed") == 2
     return load_module_from_text(text, "static_layer_torch").DecoderLayerStaticCacheCall
 
 
