@@ -23,6 +23,10 @@ from thunder_aot.integrations.transformers.export_wrappers import LAYER_CALLS, D
 
 __all__ = ["StaticDecoder", "kv_cache_dims"]
 
+#: transformers' rotary types whose cos and sin at a position do not depend on the call's other
+#: positions (``dynamic`` and ``longrope`` rescale by the longest)
+STATIC_ROPE_TYPES = frozenset({"default", "linear", "llama3", "yarn"})
+
 
 def kv_cache_dims(config) -> tuple[int, int]:
     """``(kv_heads, head_dim)`` of a transformers decoder config: a KV cache's heads and width."""
@@ -106,6 +110,9 @@ class StaticDecoder:
         #: slot l of sequence b holds one of its tokens
         self.valid = torch.zeros(batch_size, max_len, dtype=torch.bool, device=self.device)
         self.slots = torch.arange(max_len, device=self.device)
+        #: every position's rotary cos and sin (``[max_len, head_dim]``), where the model's rotary
+        #: embedding does not depend on the positions a call holds; None: computed per call
+        self.rope_table = self._rope_table(model, max_len)
         #: the decode step's inputs and output (static: a captured graph reads and writes these)
         self.tokens = torch.zeros(batch_size, 1, dtype=torch.long, device=self.device)
         self.start = torch.zeros(1, dtype=torch.long, device=self.device)
@@ -116,31 +123,63 @@ class StaticDecoder:
 
     # -- the computation ------------------------------------------------------------------------
 
-    def _masks(self, start: torch.Tensor, seq: int, valid: torch.Tensor) -> dict[int | None, torch.Tensor]:
+    def _rope_table(self, model: nn.Module, max_len: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The rotary embedding's cos and sin at positions ``0 .. max_len - 1``, computed once by the
+        model's own rotary module (the values a call at those positions gets: each is one product
+        of a frequency and a position, then cos and sin); None for rotary types that rescale with
+        the longest position of a call (dynamic NTK, LongRoPE)."""
+        rotary = self.base.rotary_emb
+        if getattr(rotary, "rope_type", "default") not in STATIC_ROPE_TYPES:
+            return None
+        positions = torch.arange(max_len, device=self.device)[None]
+        probe = torch.zeros(1, max_len, 1, dtype=self.dtype, device=self.device)
+        with torch.no_grad():
+            cos, sin = rotary(probe, positions)
+        return cos[0].contiguous(), sin[0].contiguous()
+
+    def _rope(self, hidden: torch.Tensor, rope_positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.rope_table is None:
+            cos, sin = self.base.rotary_emb(hidden, rope_positions)
+            return cos.contiguous(), sin.contiguous()
+        cos, sin = self.rope_table
+        return cos[rope_positions], sin[rope_positions]
+
+    def _masks(
+        self, start: torch.Tensor, seq: int, valid: torch.Tensor, step: bool = False
+    ) -> dict[int | None, torch.Tensor]:
         """Each window's ``[batch, 1, seq, max_len]`` mask: query ``s`` (slot ``start + s``) attends
         the valid slots up to its own (within the window), and always its own slot (a padding query
         attends itself only: no row without a key)."""
         query = start + torch.arange(seq, device=self.device)
         masks = {}
         for window in dict.fromkeys(self.windows):
-            masks[window] = slot_mask(query, self.slots, self.mask_dtype, valid, window)
+            if step and window is None and self.mask_dtype == torch.bool:
+                # a decode step's token attends every valid slot: they all precede it, its own included
+                masks[window] = valid[:, None, None, :]
+            else:
+                masks[window] = slot_mask(query, self.slots, self.mask_dtype, valid, window)
         return masks
 
     def _forward(
-        self, ids: torch.Tensor, start: torch.Tensor, rope_positions: torch.Tensor, rows: slice = slice(None)
+        self,
+        ids: torch.Tensor,
+        start: torch.Tensor,
+        rope_positions: torch.Tensor,
+        rows: slice = slice(None),
+        step: bool = False,
     ) -> torch.Tensor:
         """The last position's logits of ``ids`` (``[batch, seq]``, the sequences ``rows``) written at
-        slots ``start ..``."""
+        slots ``start ..`` (``step``: a decode step of the whole batch)."""
         hidden = self.base.embed_tokens(ids)
-        cos, sin = (t.contiguous() for t in self.base.rotary_emb(hidden, rope_positions))
-        masks = self._masks(start, ids.shape[1], self.valid[rows])
+        cos, sin = self._rope(hidden, rope_positions)
+        masks = self._masks(start, ids.shape[1], self.valid[rows], step)
         for layer, keys, values, window in zip(self.layers, self.keys, self.values, self.windows):
             hidden = layer(hidden, cos, sin, keys[rows], values[rows], start, masks[window])
         return self.model.lm_head(self.base.norm(hidden[:, -1:, :]))[:, 0]
 
     def _step(self) -> None:
         self.valid.index_fill_(1, self.start, True)
-        logits = self._forward(self.tokens, self.start, self.rope_positions)
+        logits = self._forward(self.tokens, self.start, self.rope_positions, step=True)
         self.next_tokens.copy_(logits.argmax(-1))
 
     # -- the API --------------------------------------------------------------------------------

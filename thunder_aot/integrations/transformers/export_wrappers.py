@@ -187,7 +187,9 @@ class DecoderLayerStaticCacheCall(nn.Module):
         self._keywords = LayerKeywords.of(layer)
 
     def forward(self, hidden_states, cos, sin, keys, values, start, attention_mask):
-        positions = start + torch.arange(hidden_states.shape[1], device=start.device)
+        seq = hidden_states.shape[1]
+        # (a decode step's one position is ``start`` itself: no kernel to add a zero)
+        positions = start if seq == 1 else start + torch.arange(seq, device=start.device)
         cache = StaticStepCache(keys, values, positions)
         keywords = {**self._keywords.nones, self._keywords.cache: cache}
         out = self.layer(
