@@ -372,29 +372,27 @@ def test_a_fusion_reading_a_permuted_fusion_output_gets_it_contiguous():
 
 @pytest.mark.traces
 def test_a_permuted_fusion_output_the_module_returns_is_made_contiguous():
-    """A KV-cache layer returns its keys and values from a fusion that transposes (rotary, then
-    cat with the past); nvFuser lays them out permuted, eager returns them contiguous, and the next
-    decode step takes them back as contiguous inputs: the module returns them contiguous (found on
-    the GPU: the second decode step refused past_values)."""
+    """A KV-cache step returns its keys from a fusion that transposes (the new keys, then a cat with
+    the past); nvFuser lays them out permuted, eager returns them contiguous, and the next decode
+    step takes them back as contiguous inputs: the module returns them contiguous (found on the GPU
+    with Llama's KV-cache layer: the second decode step refused past_values). The hidden states,
+    from a fusion without a transpose, are returned as they are."""
     import re
 
-    from tests.examples import LLAMA_CACHE_SHAPES
+    from tests.view_modules import KEYS_APPENDED_SHAPES
     from thunder_aot.pipeline import export
     from thunder_aot.request import ExportRequest
 
     text = export(
-        ExportRequest(
-            "thunder_aot.examples.hf:llama_decoder_layer_cache", (LLAMA_CACHE_SHAPES,), backend="nvfuser"
-        ),
+        ExportRequest("tests.view_modules:keys_appended", (KEYS_APPENDED_SHAPES,), backend="nvfuser"),
         verify=False,
     )
-    for body in text.split("    if program == ")[1:]:
-        returned = re.search(r"\n\s+return (\w+), (\w+), (\w+)\n", body).groups()
-        made = [name for name in returned[1:] if f"{name} = {name}.contiguous()" in body]
-        assert made == list(returned[1:]), (returned, body[-600:])
-        assert (
-            f"{returned[0]} = {returned[0]}.contiguous()" not in body
-        )  # the hidden states: no transpose there
+    bodies = text.split("    if program == ")[1:]
+    assert bodies
+    for body in bodies:
+        hidden, keys = re.search(r"\n\s+return (\w+), (\w+)\n", body).groups()
+        assert f"{keys} = {keys}.contiguous()" in body, body[-600:]
+        assert f"{hidden} = {hidden}.contiguous()" not in body  # no transpose there
 
 
 class _TorchOps:

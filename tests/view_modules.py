@@ -373,3 +373,27 @@ def keys_fill() -> KeysFill:
 
 def keys_fill_read_between() -> KeysFill:
     return KeysFill(read_between=True)
+
+
+class KeysAppended(nn.Module):
+    """A KV-cache step in small: the new keys (a transpose of the heads, scaled) appended to the past
+    keys and returned, beside hidden states computed from them after a matmul (that last fusion has
+    no transpose)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(32, 32)
+
+    def forward(self, x: torch.Tensor, past: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        batch, seq, _ = x.shape
+        keys = torch.cat([past, x.view(batch, seq, 2, 16).transpose(1, 2) * 2], dim=2)
+        mixed = self.proj(keys[:, :, -seq:].transpose(1, 2).reshape(batch, seq, 32))
+        return mixed + 1, keys
+
+
+#: KeysAppended's inputs: hidden states of 2 heads of 16 (4 positions), the past keys of those heads (6)
+KEYS_APPENDED_SHAPES = "1x4x32:fp32, 1x2x6x16:fp32"
+
+
+def keys_appended() -> KeysAppended:
+    return _seeded(KeysAppended())
