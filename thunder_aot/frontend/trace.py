@@ -13,7 +13,9 @@ import it after (the package imports this module first).
 from __future__ import annotations
 
 import contextlib
+import dis
 import linecache
+import types
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -92,10 +94,42 @@ def _dtypes_compare_with_torchs():
 
 
 @contextlib.contextmanager
+def _instructions_decoded_once():
+    """While tracing, each code object's bytecode decoded once: Thunder's interpreter decodes a
+    function's instructions (``dis.get_instructions``) every time it enters a frame, a lookup of a
+    builtin included (two small frames), and a decoder layer enters some 10^4 frames per trace; about
+    a tenth of a trace's time went to decoding the same code again. A code object and its
+    instructions do not change; the decoded tuple is kept for the trace, the code with it (so its
+    ``id`` is not reused)."""
+    original = dis.get_instructions
+    decoded: dict[int, tuple] = {}
+
+    def get_instructions(x, *, first_line=None, show_caches=False, adaptive=False):
+        if first_line is None and not show_caches and not adaptive and isinstance(x, types.CodeType):
+            found = decoded.get(id(x))
+            if found is None:
+                found = decoded[id(x)] = (x, tuple(original(x)))
+            return iter(found[1])
+        return original(x, first_line=first_line, show_caches=show_caches, adaptive=adaptive)
+
+    dis.get_instructions = get_instructions
+    try:
+        yield
+    finally:
+        dis.get_instructions = original
+
+
+@contextlib.contextmanager
 def _tracing_as_torch_runs():
     """What Thunder's interpreter needs to see a forward as torch runs it (see the two above), and
-    grouped matmuls that run on the CPU copy it traces (:func:`torch_ops.cpu_safe_grouped_mm`)."""
-    with _ops_attributed_to_user_lines(), _dtypes_compare_with_torchs(), torch_ops.cpu_safe_grouped_mm():
+    grouped matmuls that run on the CPU copy it traces (:func:`torch_ops.cpu_safe_grouped_mm`), with
+    bytecode decoded once per code object (:func:`_instructions_decoded_once`)."""
+    with (
+        _ops_attributed_to_user_lines(),
+        _dtypes_compare_with_torchs(),
+        torch_ops.cpu_safe_grouped_mm(),
+        _instructions_decoded_once(),
+    ):
         yield
 
 
