@@ -26,12 +26,11 @@ def _load(stem: str, backend: str):
     )
 
 
-@pytest.mark.traces
-def test_generated_dir_is_current():
-    """Golden files: regenerating every file under generated/ gives the same bytes."""
-    result = run_cli("check", "generated")
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    assert result.stdout.count("ok ") == len(EXPORTS) * len(BACKENDS)
+def test_generated_dir_holds_every_example_for_every_backend():
+    """Golden files: one per bundled example and backend, nothing else. That each regenerates byte
+    for byte is ``thunder-aot check generated``, which CI's lint step runs (.ci/run, make lint)."""
+    expected = {f"{stem}_{backend}.py" for stem, _, _ in EXPORTS for backend in BACKENDS}
+    assert {p.name for p in (ROOT / "generated").glob("*.py")} - {"__init__.py"} == expected
 
 
 @pytest.mark.parametrize("stem,source,shapes", EXPORTS, ids=IDS)
