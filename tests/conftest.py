@@ -79,6 +79,8 @@ def pytest_configure(config):
         # the controller prunes other codes' folders; xdist's workers only find this code's
         folder = folder_for_run(cache.mkdir("thunder_aot_exports"), prune=not hasattr(config, "workerinput"))
         config.stash[EXPORTS] = str(folder)
+    elif os.environ.get(EXPORT_CACHE):  # a pytest run a test started (-p no:cacheprovider): its run's
+        config.stash[EXPORTS] = os.environ[EXPORT_CACHE]
 
 
 @pytest.hookimpl(wrapper=True)
