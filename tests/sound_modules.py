@@ -228,3 +228,48 @@ class RandomScale(torch.nn.Module):
 
 def random_scale():
     return RandomScale()
+
+
+class CountingScale(torch.nn.Module):
+    """Scales by how often it was called: a counter attribute its forward advances."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return x * self.calls
+
+
+class RunningTotal(torch.nn.Module):
+    """Adds a running total it keeps in a buffer, written in place by every call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("total", torch.zeros(()))
+
+    def forward(self, x):
+        self.total.add_(x.sum())
+        return x + self.total
+
+
+class ClockScale(torch.nn.Module):
+    """Scales by the time of day: state outside the module."""
+
+    def forward(self, x):
+        import time
+
+        return x * (time.time() % 1.0 + 1.0)
+
+
+def counting_scale():
+    return CountingScale()
+
+
+def running_total():
+    return RunningTotal()
+
+
+def clock_scale():
+    return ClockScale()

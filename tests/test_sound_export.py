@@ -442,8 +442,30 @@ def test_a_branch_on_a_tensors_value_is_refused_naming_its_line():
     assert "if x[0, 0].item() > 0:" in message and "\n" not in message
 
 
-def test_a_constant_from_pythons_random_is_refused_as_such():
-    with pytest.raises(
-        ExportError, match=r"differs between traces at different sizes.*random, time, a counter"
-    ):
-        export(ExportRequest("tests.sound_modules:random_scale", ("[1..8]x16",), backend="torch"))
+@pytest.mark.parametrize("shapes", ["[1..8]x16", "4x16"], ids=["dynamic", "exact"])
+def test_a_constant_from_pythons_random_is_refused_as_such(shapes):
+    """In an exact bucket too (one trace: nothing to compare it with; verification only saw numbers
+    and accepted them under some seeds)."""
+    with pytest.raises(ExportError, match=r"two calls on the same inputs return different values.*random"):
+        export(ExportRequest("tests.sound_modules:random_scale", (shapes,), backend="torch"))
+
+
+@pytest.mark.parametrize(
+    "source,named",
+    [
+        ("tests.sound_modules:counting_scale", r"its forward changes calls;"),
+        ("tests.sound_modules:running_total", r"its forward changes total;"),
+        ("tests.sound_modules:clock_scale", r"Python's random, the time"),
+    ],
+    ids=["counter", "buffer", "clock"],
+)
+def test_state_a_forward_changes_is_named_in_its_refusal(source, named):
+    """A counter attribute, a buffer written in place, the time: refused before tracing, naming what
+    the first call changed (the user's module itself is left as it was)."""
+    module = resolve_module(source)
+    before = {k: v.clone() for k, v in module.state_dict().items()}
+    with pytest.raises(ExportError, match=named) as refused:
+        export(ExportRequest(source, ("4x16",), backend="torch", instance=module))
+    assert "\n" not in str(refused.value)
+    assert getattr(module, "calls", 0) == 0
+    assert all(torch.equal(v, module.state_dict()[k]) for k, v in before.items())

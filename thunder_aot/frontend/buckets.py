@@ -38,7 +38,8 @@ def trace_envs(bucket: Bucket) -> list[dict[str, int]]:
     return [e for i, e in enumerate(envs) if e not in envs[:i]]
 
 
-def _sample_args(bucket: Bucket, env: dict[str, int]) -> list[torch.Tensor]:
+def sample_args(bucket: Bucket, env: dict[str, int]) -> list[torch.Tensor]:
+    """The inputs export traces ``bucket`` with at sizes ``env`` (seeded: the same on every call)."""
     return random_inputs(bucket, env, "cpu", torch.Generator().manual_seed(1234))
 
 
@@ -82,12 +83,12 @@ class Traces:
         return Traces._shapes(args), tuple(sorted((p, repr(v)) for p, v in (settings or {}).items()))
 
     def has(self, bucket: Bucket, env: dict[str, int]) -> bool:
-        return self._key(_sample_args(bucket, env), None) in self._traced
+        return self._key(sample_args(bucket, env), None) in self._traced
 
     def trace(self, bucket: Bucket, env: dict[str, int], settings: dict[str, object] | None = None):
         """The trace at ``env`` with each setting ``path`` of ``settings`` set to its value (an
         ExportError where Thunder cannot trace it so, raised again each time it is asked for)."""
-        args = _sample_args(bucket, env)
+        args = sample_args(bucket, env)
         key = self._key(args, settings)
         if key not in self._traced:
             saved = []
@@ -112,7 +113,7 @@ class Traces:
 
     def size_conditions(self, bucket: Bucket, env: dict[str, int]):
         """Thunder's symbolic-size trace's tests of the sizes at ``env`` (None: it cannot trace so)."""
-        args = _sample_args(bucket, env)
+        args = sample_args(bucket, env)
         key = self._shapes(args)
         if key not in self._conditions:
             self._conditions[key] = size_conditions(self.module, args, self.input_names)

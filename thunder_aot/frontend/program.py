@@ -18,10 +18,12 @@ from thunder_aot.frontend.buckets import (
     EdgeMismatch,
     SizeSplit,
     Traces,
+    sample_args,
     split_at_edge,
     trace_bucket,
 )
 from thunder_aot.frontend.generalize import share_programs
+from thunder_aot.frontend.repeatable import check_repeatable
 from thunder_aot.frontend.resolve import resolve_module
 from thunder_aot.ir import Bucket, BucketProgram, Program, ProgramInput
 from thunder_aot.request import ExportRequest, Progress
@@ -77,6 +79,8 @@ def traced_program(
             raise ExportError(
                 f"bucket {format_bucket(b)} gives {len(b.inputs)} inputs; the others give {len(input_names)}"
             )
+    first = buckets[dispatch_order(buckets)[0]]
+    check_repeatable(module, sample_args(first, {r.name: r.lo for r in first.dims}))
     traced: list[tuple[Bucket, BucketProgram]] = []
     program_inputs: list[ProgramInput] | None = None
     returns_tuple = False
