@@ -206,6 +206,19 @@ def arg_refs(arg: Arg) -> list[str]:
     return []
 
 
+def bound_args(call: TorchCall, params: tuple[str, ...]) -> dict[str, Arg] | None:
+    """A torch call's arguments by the parameter names ``params`` (its signature's, in order), or
+    None where it passes more arguments, an unknown keyword or one parameter twice."""
+    if len(call.args) > len(params):
+        return None
+    bound = dict(zip(params, call.args))
+    for name, value in call.kwargs:
+        if name not in params or name in bound:
+            return None
+        bound[name] = value
+    return bound
+
+
 def writes_in_place(step: Step) -> bool:
     """Whether a step may write a tensor in place: a torch call of an in-place method or function
     (``copy_``, ``index_put_``, ``add_``; not dunders such as ``__getitem__``)."""

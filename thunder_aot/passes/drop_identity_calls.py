@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from thunder_aot.ir import Arg, BucketProgram, Const, Ref, Region, TorchCall, renamed
+from thunder_aot.ir import Arg, BucketProgram, Const, Ref, Region, TorchCall, bound_args, renamed
 from thunder_aot.passes.base import Pass
 
 #: the parameters, in order, of the dropout family (functional spellings and torch's own)
@@ -40,17 +40,6 @@ DROPOUTS.update(
 _DEFAULTS = {"p": 0.5, "training": True, "inplace": False}
 
 
-def _bound(step: TorchCall, params: tuple[str, ...]) -> dict[str, Arg] | None:
-    if len(step.args) > len(params):
-        return None
-    bound = dict(zip(params, step.args))
-    for name, value in step.kwargs:
-        if name not in params or name in bound:
-            return None
-        bound[name] = value
-    return bound
-
-
 def _literal(bound: dict[str, Arg], name: str) -> object:
     """The literal value of a parameter (its default where left out); ``...`` where not a literal."""
     if name not in bound:
@@ -64,7 +53,7 @@ def returns_its_input(step: TorchCall) -> str | None:
     params = DROPOUTS.get(step.target)
     if params is None or len(step.outputs) != 1:
         return None
-    bound = _bound(step, params)
+    bound = bound_args(step, params)
     if bound is None or not isinstance(bound.get("input"), Ref):
         return None
     training = _literal(bound, "train" if "train" in params else "training")

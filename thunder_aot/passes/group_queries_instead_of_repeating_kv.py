@@ -31,6 +31,7 @@ from thunder_aot.ir import (
     TensorSpec,
     TorchCall,
     Value,
+    bound_args,
     dim_arg,
     step_reads,
     value_specs,
@@ -43,17 +44,6 @@ SDPA_PARAMS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "
 _FULL = SliceArg(Const(None), Const(None), Const(None))
 #: ``x[:, :, None]`` (and the same with every later dim sliced whole)
 _NEW_AXIS_2 = (_FULL, _FULL, Const(None))
-
-
-def _bound(call: TorchCall) -> dict[str, Arg] | None:
-    if len(call.args) > len(SDPA_PARAMS):
-        return None
-    bound = dict(zip(SDPA_PARAMS, call.args))
-    for name, value in call.kwargs:
-        if name not in SDPA_PARAMS or name in bound:
-            return None
-        bound[name] = value
-    return bound
 
 
 def _times(dim: Dim, factor: int) -> Dim:
@@ -137,7 +127,7 @@ def group_queries_instead_of_repeating_kv(program: BucketProgram) -> BucketProgr
     for i, step in enumerate(program.steps):
         if not (isinstance(step, TorchCall) and step.target == SDPA and len(step.outputs) == 1):
             continue
-        bound = _bound(step)
+        bound = bound_args(step, SDPA_PARAMS)
         if bound is None or not all(isinstance(bound.get(p), Ref) for p in ("query", "key", "value")):
             continue
         if bound.get("is_causal", Const(False)) != Const(False) or bound.get(
