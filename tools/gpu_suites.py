@@ -224,6 +224,11 @@ def _decode(extra: list[str], options: Options) -> list[Step]:
     return [Step("decode", argv, md="decode/decode.md", json="decode/decode.json")]
 
 
+def _decode_profile(extra: list[str], options: Options) -> list[Step]:
+    argv = [PY, "tools/decode_profile.py", "--batches", "1,32", "--out", "{work}/profile", *extra]
+    return [Step("decode_profile", argv, md="profile/profile.md", json="profile/profile.json")]
+
+
 #: sound export's repeat run: the sets of tools/seed_verify.py
 SOUND_SETS = ("sound", "generated", "hf")
 
@@ -330,6 +335,15 @@ SUITES = _suites(
         _decode,
         f"{BENCH} (e.g. --batches 1,8,32 --prompts 128,1024 --backends triton,nvfuser)",
         "decode",
+    ),
+    Suite(
+        "decode-profile",
+        "where a graphed decode step's time goes: its kernels by kind and name, and the step's "
+        "matmuls alone against the copy bandwidth (tools/decode_profile.py)",
+        520,
+        _decode_profile,
+        "tools/decode_profile.py's options (e.g. --batches 1,8 --backend model)",
+        "decode-profile",
     ),
     Suite(
         "sound",
