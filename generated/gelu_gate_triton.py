@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import torch
 from thunder_aot.runtime import (
+    BucketSpec,
     GLOBAL_BACKWARD_HOOKS,
     GLOBAL_BACKWARD_PRE_HOOKS,
     GLOBAL_FORWARD_HOOKS,
     GLOBAL_FORWARD_PRE_HOOKS,
     GeneratedModule,
     GuardTable,
+    InputSpec,
     NoBucketError,
+    Size,
     autocast_error,
     autocasting,
     bad_input,
@@ -30,7 +33,7 @@ from thunder_aot.runtime import (
     require,
 )
 
-require(8)
+require(9)
 from thunder_aot.runtime.triton import (
     INTERPRET,
     Kernel,
@@ -43,11 +46,19 @@ from thunder_aot.runtime.triton import (
 import triton
 import triton.language as tl
 
-__all__ = ["BUCKETS", "NoBucketError", "GeluGate", "forward"]
+__all__ = ["BUCKETS", "BUCKET_SPECS", "INPUTS", "NoBucketError", "GeluGate", "forward"]
 
 _OWNER = "GeluGate"
-#: Shapes this module serves, in dispatch order (the first bucket that matches is used).
-BUCKETS = ("[s0=1..2048]x2048:bfloat16",)
+#: forward's tensor inputs, in order
+INPUTS = ("gate_up",)
+#: Shapes this module serves, in dispatch order (the first bucket that matches is used), typed
+BUCKET_SPECS = (
+    BucketSpec(
+        "[s0=1..2048]x2048:bfloat16", (InputSpec((Size("s0"), 2048), torch.bfloat16),), (("s0", 1, 2048),)
+    ),
+)
+#: the same as text, as --shapes takes it
+BUCKETS = tuple(spec.text for spec in BUCKET_SPECS)
 #: the first input's shape -> its guard, program and sizes, recorded by _dispatch (thunder_aot.runtime.GuardTable)
 _FAST = GuardTable()
 

@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import torch
 from thunder_aot.runtime import (
+    BucketSpec,
     GLOBAL_BACKWARD_HOOKS,
     GLOBAL_BACKWARD_PRE_HOOKS,
     GLOBAL_FORWARD_HOOKS,
     GLOBAL_FORWARD_PRE_HOOKS,
     GeneratedModule,
+    InputSpec,
     NoBucketError,
+    Size,
     autocast_error,
     autocasting,
     bad_input,
@@ -26,13 +29,27 @@ from thunder_aot.runtime import (
     require,
 )
 
-require(8)
+require(9)
 
-__all__ = ["BUCKETS", "NoBucketError", "RotaryEmbedding", "forward"]
+__all__ = ["BUCKETS", "BUCKET_SPECS", "INPUTS", "NoBucketError", "RotaryEmbedding", "forward"]
 
 _OWNER = "RotaryEmbedding"
-#: Shapes this module serves, in dispatch order (the first bucket that matches is used).
-BUCKETS = ("1x8x[S=1..2048]x64:bfloat16, 1x1x[S]x64:bfloat16, 1x1x[S]x64:bfloat16",)
+#: forward's tensor inputs, in order
+INPUTS = ("x", "cos", "sin")
+#: Shapes this module serves, in dispatch order (the first bucket that matches is used), typed
+BUCKET_SPECS = (
+    BucketSpec(
+        "1x8x[S=1..2048]x64:bfloat16, 1x1x[S]x64:bfloat16, 1x1x[S]x64:bfloat16",
+        (
+            InputSpec((1, 8, Size("S"), 64), torch.bfloat16),
+            InputSpec((1, 1, Size("S"), 64), torch.bfloat16),
+            InputSpec((1, 1, Size("S"), 64), torch.bfloat16),
+        ),
+        (("S", 1, 2048),),
+    ),
+)
+#: the same as text, as --shapes takes it
+BUCKETS = tuple(spec.text for spec in BUCKET_SPECS)
 
 
 def _dispatch(x, cos, sin) -> int:

@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import torch
 from thunder_aot.runtime import (
+    BucketSpec,
     GLOBAL_BACKWARD_HOOKS,
     GLOBAL_BACKWARD_PRE_HOOKS,
     GLOBAL_FORWARD_HOOKS,
     GLOBAL_FORWARD_PRE_HOOKS,
     GeneratedModule,
     GuardTable,
+    InputSpec,
     NoBucketError,
+    Size,
     autocast_error,
     autocasting,
     bad_input,
@@ -31,19 +34,33 @@ from thunder_aot.runtime import (
     require,
 )
 
-require(8)
+require(9)
 from thunder_aot.runtime.nvfuser import Fusion, SizedFusions, contiguity, frontend
 
 FusionDefinition, DataType = frontend("nvfuser_direct")
 
-__all__ = ["BUCKETS", "NoBucketError", "ScaledMaskedSoftmax", "forward"]
+__all__ = ["BUCKETS", "BUCKET_SPECS", "INPUTS", "NoBucketError", "ScaledMaskedSoftmax", "forward"]
 
 _OWNER = "ScaledMaskedSoftmax"
-#: Shapes this module serves, in dispatch order (the first bucket that matches is used).
-BUCKETS = (
-    "1x8x1x1:bfloat16, 1x1x1x1:float32",
-    "1x8x[S=2..512]x[S]:bfloat16, 1x1x[S]x[S]:float32",
+#: forward's tensor inputs, in order
+INPUTS = ("scores", "mask_")
+#: Shapes this module serves, in dispatch order (the first bucket that matches is used), typed
+BUCKET_SPECS = (
+    BucketSpec(
+        "1x8x1x1:bfloat16, 1x1x1x1:float32",
+        (InputSpec((1, 8, 1, 1), torch.bfloat16), InputSpec((1, 1, 1, 1), torch.float32)),
+    ),
+    BucketSpec(
+        "1x8x[S=2..512]x[S]:bfloat16, 1x1x[S]x[S]:float32",
+        (
+            InputSpec((1, 8, Size("S"), Size("S")), torch.bfloat16),
+            InputSpec((1, 1, Size("S"), Size("S")), torch.float32),
+        ),
+        (("S", 2, 512),),
+    ),
 )
+#: the same as text, as --shapes takes it
+BUCKETS = tuple(spec.text for spec in BUCKET_SPECS)
 #: the first input's shape -> its guard, program and sizes, recorded by _dispatch (thunder_aot.runtime.GuardTable)
 _FAST = GuardTable()
 

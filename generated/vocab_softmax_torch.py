@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import torch
 from thunder_aot.runtime import (
+    BucketSpec,
     GLOBAL_BACKWARD_HOOKS,
     GLOBAL_BACKWARD_PRE_HOOKS,
     GLOBAL_FORWARD_HOOKS,
     GLOBAL_FORWARD_PRE_HOOKS,
     GeneratedModule,
+    InputSpec,
     NoBucketError,
+    Size,
     autocast_error,
     autocasting,
     bad_input,
@@ -26,13 +29,21 @@ from thunder_aot.runtime import (
     require,
 )
 
-require(8)
+require(9)
 
-__all__ = ["BUCKETS", "NoBucketError", "TemperatureSoftmax", "forward"]
+__all__ = ["BUCKETS", "BUCKET_SPECS", "INPUTS", "NoBucketError", "TemperatureSoftmax", "forward"]
 
 _OWNER = "TemperatureSoftmax"
-#: Shapes this module serves, in dispatch order (the first bucket that matches is used).
-BUCKETS = ("[s0=1..64]x32000:bfloat16",)
+#: forward's tensor inputs, in order
+INPUTS = ("logits",)
+#: Shapes this module serves, in dispatch order (the first bucket that matches is used), typed
+BUCKET_SPECS = (
+    BucketSpec(
+        "[s0=1..64]x32000:bfloat16", (InputSpec((Size("s0"), 32000), torch.bfloat16),), (("s0", 1, 64),)
+    ),
+)
+#: the same as text, as --shapes takes it
+BUCKETS = tuple(spec.text for spec in BUCKET_SPECS)
 
 
 def _dispatch(logits) -> int:

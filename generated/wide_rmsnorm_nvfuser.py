@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import torch
 from thunder_aot.runtime import (
+    BucketSpec,
     GLOBAL_BACKWARD_HOOKS,
     GLOBAL_BACKWARD_PRE_HOOKS,
     GLOBAL_FORWARD_HOOKS,
     GLOBAL_FORWARD_PRE_HOOKS,
     GeneratedModule,
     GuardTable,
+    InputSpec,
     NoBucketError,
+    Size,
     autocast_error,
     autocasting,
     bad_input,
@@ -31,16 +34,26 @@ from thunder_aot.runtime import (
     require,
 )
 
-require(8)
+require(9)
 from thunder_aot.runtime.nvfuser import Fusion, SizedFusions, contiguity, frontend
 
 FusionDefinition, DataType = frontend("nvfuser_direct")
 
-__all__ = ["BUCKETS", "NoBucketError", "GptOssRMSNorm", "forward"]
+__all__ = ["BUCKETS", "BUCKET_SPECS", "INPUTS", "NoBucketError", "GptOssRMSNorm", "forward"]
 
 _OWNER = "GptOssRMSNorm"
-#: Shapes this module serves, in dispatch order (the first bucket that matches is used).
-BUCKETS = ("1x[s0=1..128]x16384:bfloat16",)
+#: forward's tensor inputs, in order
+INPUTS = ("hidden_states",)
+#: Shapes this module serves, in dispatch order (the first bucket that matches is used), typed
+BUCKET_SPECS = (
+    BucketSpec(
+        "1x[s0=1..128]x16384:bfloat16",
+        (InputSpec((1, Size("s0"), 16384), torch.bfloat16),),
+        (("s0", 1, 128),),
+    ),
+)
+#: the same as text, as --shapes takes it
+BUCKETS = tuple(spec.text for spec in BUCKET_SPECS)
 #: the first input's shape -> its guard, program and sizes, recorded by _dispatch (thunder_aot.runtime.GuardTable)
 _FAST = GuardTable()
 

@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import torch
 from thunder_aot.runtime import (
+    BucketSpec,
     GLOBAL_BACKWARD_HOOKS,
     GLOBAL_BACKWARD_PRE_HOOKS,
     GLOBAL_FORWARD_HOOKS,
     GLOBAL_FORWARD_PRE_HOOKS,
     GeneratedModule,
+    InputSpec,
     NoBucketError,
+    Size,
     autocast_error,
     autocasting,
     bad_input,
@@ -26,13 +29,23 @@ from thunder_aot.runtime import (
     require,
 )
 
-require(8)
+require(9)
 
-__all__ = ["BUCKETS", "NoBucketError", "GptOssRMSNorm", "forward"]
+__all__ = ["BUCKETS", "BUCKET_SPECS", "INPUTS", "NoBucketError", "GptOssRMSNorm", "forward"]
 
 _OWNER = "GptOssRMSNorm"
-#: Shapes this module serves, in dispatch order (the first bucket that matches is used).
-BUCKETS = ("1x[s0=1..128]x16384:bfloat16",)
+#: forward's tensor inputs, in order
+INPUTS = ("hidden_states",)
+#: Shapes this module serves, in dispatch order (the first bucket that matches is used), typed
+BUCKET_SPECS = (
+    BucketSpec(
+        "1x[s0=1..128]x16384:bfloat16",
+        (InputSpec((1, Size("s0"), 16384), torch.bfloat16),),
+        (("s0", 1, 128),),
+    ),
+)
+#: the same as text, as --shapes takes it
+BUCKETS = tuple(spec.text for spec in BUCKET_SPECS)
 
 
 def _dispatch(hidden_states, t_weight) -> int:

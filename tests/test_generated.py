@@ -26,6 +26,13 @@ def _load(stem: str, backend: str):
     )
 
 
+def _assigned(stem: str, backend: str, name: str) -> str:
+    """The source of the module-level assignment to ``name`` in a golden file."""
+    tree = ast.parse((ROOT / "generated" / f"{stem}_{backend}.py").read_text())
+    (value,) = [n.value for n in tree.body if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == name]
+    return ast.unparse(value)
+
+
 def test_generated_dir_holds_every_example_for_every_backend():
     """Golden files: one per bundled example and backend, nothing else. That each regenerates byte
     for byte is ``thunder-aot check generated``, which CI's lint step runs (.ci/run, make lint)."""
@@ -455,3 +462,29 @@ def test_each_program_branch_reads_a_size_once():
             assert len(bound) == len(set(bound)), (path.name, bound)
             reads_seen += len(reads)
     assert reads_seen > 5  # the test looks at the dims the programs bind
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("stem", IDS)
+def test_typed_bucket_table_is_the_bucket_text(stem, backend):
+    """BUCKET_SPECS (what adapters read) says what BUCKETS says: per bucket the same inputs' shapes,
+    dynamic sizes, dtypes, value ranges and dims as the text parses to."""
+    from thunder_aot.runtime import Size
+    from thunder_aot.runtime.specs import bucket_specs
+
+    if backend == "nvfuser":  # not importable on CPU: its table is the torch file's, written alike
+        assert _assigned(stem, "nvfuser", "BUCKET_SPECS") == _assigned(stem, "torch", "BUCKET_SPECS")
+        return
+    gen = _load(stem, backend)
+    specs = bucket_specs(getattr(gen, gen._OWNER))
+    assert gen.BUCKETS == tuple(s.text for s in specs) and gen.INPUTS
+    for spec in specs:
+        (parsed,) = parse_shapes(spec.text)
+        assert len(spec.inputs) == len(parsed.inputs) == len(gen.INPUTS)
+        for i, (typed, text) in enumerate(zip(spec.inputs, parsed.inputs)):
+            assert typed.dtype == getattr(torch, text.dtype)
+            assert typed.values == parsed.value_range(i)
+            assert typed.shape == tuple(
+                d if isinstance(d, int) else Size(d.name, d.coeff, d.offset) for d in text.shape
+            )
+        assert spec.dims == tuple((r.name, r.lo, r.hi) for r in parsed.dims)

@@ -29,6 +29,7 @@ from thunder_aot.ir import (
     LINEAR,
     Bucket,
     BucketProgram,
+    Dim,
     Program,
     ProgramInput,
     Ref,
@@ -41,6 +42,8 @@ from thunder_aot.shapes import env_inside, format_bucket
 
 #: what every generated module imports from the runtime library (more as its checks need)
 RUNTIME_NAMES = (
+    "BucketSpec",
+    "InputSpec",
     "GLOBAL_BACKWARD_HOOKS",
     "GLOBAL_BACKWARD_PRE_HOOKS",
     "GLOBAL_FORWARD_HOOKS",
@@ -57,9 +60,15 @@ FAST_PATH_NAMES = ("GuardTable", "dynamo_compiling", "is_grad_enabled")
 
 
 def _runtime_import(
-    checks: list[Check], fast_path: bool, records_choices: bool = False, merged: bool = False
+    checks: list[Check],
+    fast_path: bool,
+    records_choices: bool = False,
+    merged: bool = False,
+    dynamic: bool = False,
 ) -> str:
     names = set(RUNTIME_NAMES) | (set(FAST_PATH_NAMES) if fast_path else set())
+    if dynamic:  # a dynamic size in the typed bucket table
+        names.add("Size")
     if merged:  # a merged projection's call reads its members while torch.compile traces
         names.add("dynamo_compiling")
     if records_choices:  # a kernel's top-k picks, for a verification watching the call
@@ -68,6 +77,24 @@ def _runtime_import(
     if "unmerged" in names:
         names.add("UnmergedError")
     return f"from thunder_aot.runtime import {', '.join(sorted(names))}"
+
+
+def _size_expression(dim: Dim) -> str:
+    if isinstance(dim, int):
+        return str(dim)
+    extra = f", {dim.coeff}, {dim.offset}" if dim.offset else (f", {dim.coeff}" if dim.coeff != 1 else "")
+    return f"Size({dim.name!r}{extra})"
+
+
+def bucket_spec_expression(bucket: Bucket, text: str) -> str:
+    """``bucket`` as the runtime.BucketSpec expression of the generated module's ``BUCKET_SPECS``."""
+    inputs = []
+    for i, spec in enumerate(bucket.inputs):
+        shape = tuple_text([_size_expression(d) for d in spec.shape]) if spec.shape else "()"
+        values = bucket.value_range(i)
+        inputs.append(f"InputSpec({shape}, torch.{spec.dtype}" + (f", values={values!r})" if values else ")"))
+    dims = tuple_text([f"({r.name!r}, {r.lo}, {r.hi})" for r in bucket.dims])
+    return f"BucketSpec({text!r}, {tuple_text(inputs)}" + (f", {dims})" if bucket.dims else ")")
 
 
 @dataclass(frozen=True)
@@ -138,6 +165,8 @@ class ModuleView:
     inputs: tuple[str, ...]
     forward_params: tuple[str, ...]
     bucket_specs: tuple[str, ...]
+    #: each bucket of bucket_specs as a runtime.BucketSpec expression (the typed table)
+    bucket_values: tuple[str, ...]
     definitions: tuple[RegionView, ...]  # regions that emit a module-level definition, in order
     checks: tuple[Check, ...]
     input_vars: tuple[tuple[str, str, str], ...]  # (shape variable, dtype variable, input name)
@@ -508,6 +537,7 @@ def module_view(
                 kernels_run,
                 any(getattr(v, "recorded", ()) for _, views in program_views for v in views.values()),
                 bool(program.merged),
+                any(b.dims for b, _ in program.dispatch),
             ),
         ),
         backend_imports=backend.imports_for(definitions) if runs_kernels else (),
@@ -517,6 +547,9 @@ def module_view(
         inputs=tuple(p.name for p in user_inputs),
         forward_params=tuple(p.name for p in program.inputs),
         bucket_specs=bucket_specs,
+        bucket_values=tuple(
+            bucket_spec_expression(b, text) for (b, _), text in zip(program.dispatch, bucket_specs)
+        ),
         definitions=tuple(definitions),
         checks=tuple(module_checks),
         input_vars=tuple((f"shape_{i}", f"dtype_{i}", p.name) for i, p in enumerate(user_inputs)),

@@ -22,16 +22,12 @@ from collections.abc import Callable, Iterable
 import torch
 
 from thunder_aot.runtime.graphs import CudaGraphs
+from thunder_aot.runtime.specs import BucketSpec, InputSpec, Size
 from thunder_aot.runtime.state import adopt_state
 
-#: the interface version generated modules are written against (2: runtime.nvfuser.frontend, the
-#: version-checked fast paths of runtime.versions; 3: merged projections, GeneratedModule.MERGED
-#: and ``unmerged``; 4: runtime.triton.nan_max and nan_min, NaN-propagating reductions; 5: CHOICES,
-#: the picks of top-k kernels handed to a verification watching the call; 6: GuardTable, the guard
-#: that passed last tried first, the program's sizes held in the entry; 7: runtime.triton's
-#: Kernel(width_units=True), a run-time row width passed as N_units and the constant N_UNIT, binaries
-#: per unit)
-RUNTIME_VERSION = 8
+#: the interface version generated modules are written against; what each version added is in
+#: docs/generated-module.md ("Runtime versions")
+RUNTIME_VERSION = 9
 
 __all__ = [
     "RUNTIME_VERSION",
@@ -46,6 +42,9 @@ __all__ = [
     "GeneratedModule",
     "GuardTable",
     "adopt_state",
+    "BucketSpec",
+    "InputSpec",
+    "Size",
     "NoBucketError",
     "bad_input",
     "bad_state",

@@ -16,7 +16,6 @@ them) and the original layer for every other call, counting both in :attr:`Layer
 from __future__ import annotations
 
 import collections
-import sys
 
 import torch
 from torch import nn
@@ -37,7 +36,7 @@ from thunder_aot.integrations.transformers.export_wrappers import (
     DecoderStackCall,
 )
 from thunder_aot.runtime import NoBucketError, adopt_state
-from thunder_aot.shapes import parse_shapes
+from thunder_aot.runtime.specs import bucket_specs
 from thunder_aot.verify.judge import check_outputs
 
 __all__ = [
@@ -214,7 +213,7 @@ class _Masks:
 def _mask_dtype(generated_class: type) -> torch.dtype:
     """The dtype of the attention mask (the fourth input) of a module generated from
     :class:`DecoderLayerMaskCall`."""
-    return getattr(torch, parse_shapes(sys.modules[generated_class.__module__].BUCKETS)[0].inputs[3].dtype)
+    return bucket_specs(generated_class)[0].inputs[3].dtype
 
 
 #: the last ``(key, contiguous pair, the pair given)`` that contiguous_rotary made (one reference,

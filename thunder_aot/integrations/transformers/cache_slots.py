@@ -6,14 +6,12 @@ them whether a call's cache is one the generated module serves, and hands it the
 
 from __future__ import annotations
 
-import sys
-
 import torch
 from torch import nn
 
 from thunder_aot.integrations.transformers.attention import slot_mask
 from thunder_aot.runtime import NoBucketError
-from thunder_aot.shapes import parse_shapes
+from thunder_aot.runtime.specs import bucket_specs
 
 __all__ = ["CacheSlots", "StaticSlots"]
 
@@ -83,11 +81,11 @@ class StaticSlots:
         self.layer_idx = next(
             (m.layer_idx for m in layer.modules() if isinstance(getattr(m, "layer_idx", None), int)), None
         )
-        bucket = parse_shapes(sys.modules[generated_class.__module__].BUCKETS)[0]
+        bucket = bucket_specs(generated_class)[0]
         keys = bucket.inputs[3].shape
         #: (kv heads, head dim): the caches the generated module was exported for
         self.heads_and_dim = (keys[1], keys[3])
-        self.mask_dtype = getattr(torch, bucket.inputs[6].dtype)
+        self.mask_dtype = bucket.inputs[6].dtype
 
     def refusal(self, cache) -> str | None:
         # transformers is an optional dependency (the hf extra): imported where a cache is met
@@ -119,7 +117,7 @@ class StaticSlots:
 
 def _empty_past_shape(generated_class: type) -> tuple[int, int, int] | None:
     """``(kv_heads, 0, head_dim)`` from the generated module's bucket whose past has length 0."""
-    for bucket in parse_shapes(sys.modules[generated_class.__module__].BUCKETS):
+    for bucket in bucket_specs(generated_class):
         past = bucket.inputs[3].shape
         if len(past) == 4 and past[2] == 0 and isinstance(past[1], int) and isinstance(past[3], int):
             return (past[1], 0, past[3])
