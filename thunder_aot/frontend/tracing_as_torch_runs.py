@@ -1,6 +1,7 @@
 """What Thunder's interpreter is made to do while the exporter traces (:func:`tracing_as_torch_runs`):
 see a forward as torch runs it (source lines, dtype comparisons, grouped matmuls on the CPU copy),
-and decode each function's bytecode once. Each change is undone when the trace ends."""
+decode each function's bytecode once and read globals directly. Each change is undone when the trace
+ends."""
 
 from __future__ import annotations
 
@@ -91,14 +92,57 @@ def instructions_decoded_once():
 
 
 @contextlib.contextmanager
+def globals_read_directly():
+    """While tracing, a global name read from its module's dict (or the builtins' dict) directly, with
+    the same wrapper and provenance as Thunder's own reading. Thunder's interpreter reads a global by
+    interpreting a small function around ``d[k]`` (a frame for it, one for ``__getitem__``), twice
+    for a builtin; some 10^4 global reads per trace of a decoder layer made them the largest part of
+    its time. Where provenance is not tracked, or the dict is not a plain ``dict``, or the name is
+    missing (Thunder raises its NameError), Thunder's reading runs as before."""
+    from thunder.core import interpreter
+
+    original = interpreter.globals_lookup
+    read = interpreter.MutMappingWrapperMethods.__getitem__
+
+    def direct(mapping, name):
+        return (
+            isinstance(mapping, interpreter.WrappedValue)
+            and type(mapping.value) is dict
+            and mapping.item_wrappers is not None
+            and interpreter.get_interpretercompilectx()._with_provenance_tracking
+            and isinstance(name, interpreter.WrappedValue)
+            and name.value in mapping.value
+        )
+
+    def globals_lookup(globals_dict, name):
+        if direct(globals_dict, name):
+            return read(globals_dict, name)
+        key = interpreter.wrap_const("__builtins__")
+        if not isinstance(name, interpreter.WrappedValue) or not direct(globals_dict, key):
+            return original(globals_dict, name)
+        builtins = read(globals_dict, key)
+        if direct(builtins, name):
+            return read(builtins, name)
+        return original(globals_dict, name)
+
+    interpreter.globals_lookup = globals_lookup
+    try:
+        yield
+    finally:
+        interpreter.globals_lookup = original
+
+
+@contextlib.contextmanager
 def tracing_as_torch_runs():
     """What Thunder's interpreter needs to see a forward as torch runs it (see the two above), and
     grouped matmuls that run on the CPU copy it traces (:func:`torch_ops.cpu_safe_grouped_mm`), with
-    bytecode decoded once per code object (:func:`instructions_decoded_once`)."""
+    bytecode decoded once per code object (:func:`instructions_decoded_once`) and globals read directly
+    (:func:`globals_read_directly`)."""
     with (
         ops_attributed_to_user_lines(),
         dtypes_compare_with_torchs(),
         torch_ops.cpu_safe_grouped_mm(),
         instructions_decoded_once(),
+        globals_read_directly(),
     ):
         yield
