@@ -141,6 +141,12 @@ def static_layer_class():
 
 
 def test_static_decoder_with_generated_layers_makes_generates_tokens(tiny_llama, static_layer_class):
+    """The layers exported with an additive mask (static_cache_shapes' default), which the decoder reads
+    from the generated class and makes (the model's own layers take sdpa's bool mask)."""
+    from thunder_aot.integrations.transformers import StaticDecoder
+
+    assert StaticDecoder(tiny_llama, None, max_len=64).mask_dtype == torch.bool
+    assert StaticDecoder(tiny_llama, static_layer_class, max_len=64).mask_dtype == torch.float32
     _check_against_generate(tiny_llama, static_layer_class, 40)
 
 
@@ -163,6 +169,35 @@ def test_generate_with_transformers_static_cache_runs_the_generated_layers(tiny_
         )
     assert torch.equal(got, expected)
     assert [dict(layer.calls) for layer in model.model.layers] == [{"generated": 60}] * 2
+
+
+def test_generate_with_static_cache_takes_a_padded_batch_making_its_bool_mask_additive(
+    tiny_llama, static_layer_class, monkeypatch
+):
+    """A left-padded batch of two: transformers hands the layers sdpa's bool mask, which the adapter
+    makes additive, as the layers were exported (static_cache_shapes); generate's tokens."""
+    import copy
+
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer
+
+    from thunder_aot import replace
+    from thunder_aot.integrations.transformers import cache_slots
+
+    made = []
+    as_mask = cache_slots.as_mask
+    monkeypatch.setattr(cache_slots, "as_mask", lambda m, dtype: made.append(m.dtype) or as_mask(m, dtype))
+    ids = torch.randint(0, tiny_llama.config.vocab_size, (2, 9), generator=torch.Generator().manual_seed(3))
+    mask = torch.ones_like(ids)
+    mask[1, :4] = 0
+    options = dict(max_new_tokens=60, min_new_tokens=60, do_sample=False, cache_implementation="static")
+    with torch.no_grad():
+        expected = tiny_llama.generate(ids, attention_mask=mask, **options)
+        model = copy.deepcopy(tiny_llama)
+        replace(model, LlamaDecoderLayer, static_layer_class)
+        got = model.generate(ids, attention_mask=mask, **options)
+    assert torch.equal(got, expected)
+    assert [dict(layer.calls) for layer in model.model.layers] == [{"generated": 60}] * 2
+    assert made and set(made) == {torch.bool}
 
 
 def test_a_finished_sequences_row_takes_a_new_prompt_while_the_others_go_on(tiny_llama):

@@ -36,7 +36,7 @@ def _eager_linears(text: str) -> int:
 
 
 def _class(gen):
-    return getattr(gen, gen.__all__[2])
+    return getattr(gen, gen._OWNER)
 
 
 @pytest.mark.traces

@@ -296,15 +296,18 @@ def static_cache_shapes(
     batch: int = 4,
     prefill: int = 32,
     max_len: int = 64,
+    mask: str | None = None,
 ) -> str:
     """Buckets of a layer exported as DecoderLayerStaticCacheCall: the decode step (one token) and a
     prefill of 2..``prefill`` tokens, for 1..``batch`` sequences and caches of ``max_len`` slots or more
     (the start slot ranges keep every write inside the smallest). A range of one size is written as
-    that size."""
+    that size. The mask is additive in ``dtype`` unless ``mask`` names another dtype: sdpa adds an
+    additive mask as it is, and converts a bool one in every layer of every step."""
     if batch < 1 or prefill < 2 or max_len < prefill:
         raise ValueError(
             f"expected batch >= 1, prefill >= 2 and max_len >= prefill, got {batch}, {prefill}, {max_len}"
         )
+    mask = mask or dtype
     b_first, b = (f"[B=1..{batch}]", "[B]") if batch > 1 else ("1", "1")
     s_first, s = (f"[S=2..{prefill}]", "[S]") if prefill > 2 else ("2", "2")
     cache = (
@@ -314,11 +317,11 @@ def static_cache_shapes(
     rope = f"{head_dim}:{dtype}"
     decode = (
         f"{b_first}x1x{hidden}:{dtype}, {b}x1x{rope}, {b}x1x{rope}, {cache}, "
-        f"1:int64[0..{max_len - 1}], {b}x1x1x[L]:bool"
+        f"1:int64[0..{max_len - 1}], {b}x1x1x[L]:{mask}"
     )
     fill = (
         f"{b_first}x{s_first}x{hidden}:{dtype}, {b}x{s}x{rope}, {b}x{s}x{rope}, {cache}, "
-        f"1:int64[0..{max_len - prefill}], {b}x1x{s}x[L]:bool"
+        f"1:int64[0..{max_len - prefill}], {b}x1x{s}x[L]:{mask}"
     )
     return f"{decode}; {fill}"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-__all__ = ["attention_implementation", "causal_mask", "layer_windows", "mask_dtype", "needs_mask"]
+__all__ = ["as_mask", "attention_implementation", "causal_mask", "layer_windows", "mask_dtype", "needs_mask"]
 
 
 def attention_implementation(layer: nn.Module) -> str | None:
@@ -74,7 +74,13 @@ def slot_mask(
     if window is not None:
         attends &= keys > query - window
     attends = attends[None] if valid is None else (attends & valid[:, None, :]) | (keys == query)
-    attends = attends[:, None]
+    return as_mask(attends[:, None], dtype)
+
+
+def as_mask(attends: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A bool mask (True where a query attends) in ``dtype``: itself for bool, else additive (0 where
+    it attends, the dtype's minimum elsewhere), which sdpa adds as it is where it would convert a bool
+    mask on every call."""
     if dtype == torch.bool:
         return attends
     return torch.zeros(attends.shape, dtype=dtype, device=attends.device).masked_fill_(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from thunder_aot.integrations.transformers.attention import slot_mask
+from thunder_aot.integrations.transformers.attention import as_mask, slot_mask
 from thunder_aot.runtime import NoBucketError
 from thunder_aot.runtime.specs import bucket_specs
 
@@ -110,6 +110,8 @@ class StaticSlots:
             queries = start + torch.arange(seq, device=start.device)
             positions = torch.arange(slots, device=start.device)
             attention_mask = slot_mask(queries, positions, self.mask_dtype).expand(batch, 1, seq, slots)
+        elif attention_mask.dtype == torch.bool and self.mask_dtype != torch.bool:
+            attention_mask = as_mask(attention_mask, self.mask_dtype)  # exported with an additive mask
         out = generated(hidden_states, *position_embeddings, slot.keys, slot.values, start, attention_mask)
         slot.cumulative_length.add_(hidden_states.shape[1])
         return out

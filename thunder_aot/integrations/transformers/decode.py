@@ -18,8 +18,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from thunder_aot.integrations.transformers.attention import layer_windows, mask_dtype, slot_mask
+from thunder_aot.integrations.transformers.attention import as_mask, layer_windows, mask_dtype, slot_mask
 from thunder_aot.integrations.transformers.export_wrappers import LAYER_CALLS, DecoderLayerStaticCacheCall
+from thunder_aot.runtime.specs import bucket_specs
 
 __all__ = ["StaticDecoder", "kv_cache_dims"]
 
@@ -106,7 +107,11 @@ class StaticDecoder:
         self.windows = layer_windows(config)
         if len(self.windows) != len(layers):
             self.windows = [None] * len(layers)
-        self.mask_dtype = mask_dtype(model)
+        #: the layers' mask dtype: the generated class's (its decode bucket's mask input), else the
+        #: model's (bool for sdpa, additive for eager attention)
+        self.mask_dtype = (
+            mask_dtype(model) if generated_class is None else bucket_specs(generated_class)[0].inputs[6].dtype
+        )
         #: slot l of sequence b holds one of its tokens
         self.valid = torch.zeros(batch_size, max_len, dtype=torch.bool, device=self.device)
         self.slots = torch.arange(max_len, device=self.device)
@@ -153,9 +158,9 @@ class StaticDecoder:
         query = start + torch.arange(seq, device=self.device)
         masks = {}
         for window in dict.fromkeys(self.windows):
-            if step and window is None and self.mask_dtype == torch.bool:
+            if step and window is None:
                 # a decode step's token attends every valid slot: they all precede it, its own included
-                masks[window] = valid[:, None, None, :]
+                masks[window] = as_mask(valid[:, None, None, :], self.mask_dtype)
             else:
                 masks[window] = slot_mask(query, self.slots, self.mask_dtype, valid, window)
         return masks
