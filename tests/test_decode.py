@@ -246,3 +246,43 @@ def test_static_decoder_refuses_bad_calls_in_one_line(tiny_llama):
         decoder.step(decoder.step(token))
     with pytest.raises(ValueError, match="expected 1 token ids"):
         decoder.step(torch.tensor([1, 2]))
+
+
+def _family_causal_lm(family: str):
+    """fp32 causal LMs of three families at test size: Llama (sdpa), Qwen2 (biased q/k/v; sdpa) and
+    GPT-OSS (eager attention, sinks, sliding windows of 8 between full layers, routed experts)."""
+    from thunder_aot.examples import hf
+
+    if family == "llama":
+        return hf.tiny_llama().eval()
+    if family == "qwen2":
+        from transformers import Qwen2Config, Qwen2ForCausalLM
+
+        return hf._randomize(Qwen2ForCausalLM(hf._small_config(Qwen2Config)), 41).eval()
+    model = hf.gpt_oss_small_causal_lm().float().eval()
+    model.config._experts_implementation = "eager"  # (torch's grouped matmul takes bf16 on the CPU)
+    return model
+
+
+@pytest.mark.traces  # whole models generate 256 tokens five times each: the full tier
+@pytest.mark.parametrize("family", ["llama", "qwen2", "gpt_oss"])
+def test_static_decoder_makes_generates_256_tokens_across_families(family):
+    """fp32, greedy, the models' own layers through StaticDecoder's cache, masks (sliding windows
+    included), rotary table and graph-free step: 256 tokens at batch 1, and at batch 4 with four
+    prompt lengths (left-padded), each row as generate runs it alone."""
+    pytest.importorskip("transformers")
+    from thunder_aot.integrations.transformers import StaticDecoder
+
+    model = _family_causal_lm(family)
+    n = 256
+    generator = torch.Generator().manual_seed(5)
+    ids = torch.randint(0, model.config.vocab_size, (1, 6), generator=generator)
+    assert torch.equal(StaticDecoder(model, None, max_len=6 + n).generate(ids, n), _generate(model, ids, n))
+    ids = torch.randint(0, model.config.vocab_size, (4, 12), generator=generator)
+    mask = torch.ones_like(ids)
+    pads = [0, 3, 7, 10]
+    for row, pad in enumerate(pads):
+        mask[row, :pad] = 0
+    got = StaticDecoder(model, None, max_len=12 + n, batch_size=4).generate(ids, n, attention_mask=mask)
+    for row, pad in enumerate(pads):
+        assert torch.equal(got[row, pad:], _generate(model, ids[row : row + 1, pad:], n)[0]), (family, row)

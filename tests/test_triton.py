@@ -329,6 +329,58 @@ for patched in (False, True):
     assert result.stdout.split() == ["False", "False", "True", "True"]
 
 
+def test_bfloat16_bits_are_torchs_rounding():
+    """The interpreter's float32 -> bfloat16 rounding (numpy) gives torch's bits: random patterns,
+    ties, denormals, the largest finite values, infinities and NaNs of both signs."""
+    import numpy as np
+    import torch
+
+    from thunder_aot.backends.triton.interpreter import bfloat16_bits
+
+    patterns = np.random.default_rng(0).integers(0, 2**32, size=200_000, dtype=np.uint64).astype(np.uint32)
+    special = [0, 2**31, 0x7F800000, 0xFF800000, 0x7FC00000, 0x7F800001, 0xFF800001, 0x7F7FFFFF, 1, 0x8000]
+    special += [0x18000, 0x3F808000, 0x3F818000, 0x7F7F8000, 0xFFFFFFFF, 0x3F80FFFF]
+    values = np.concatenate([patterns, np.array(special, dtype=np.uint32)]).view(np.float32)
+    expected = torch.from_numpy(values.copy()).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+    assert np.array_equal(bfloat16_bits(values), expected)
+
+
+def test_interpreter_patches_the_language_once_per_launch():
+    """A kernel calling Triton's library helpers (tl.sum, tl.max) in every program: the language is
+    patched for the launch and once for the library's module, not at every helper call, and the
+    kernel computes what it did."""
+    code = """
+import torch, triton, triton.language as tl
+from triton.runtime import interpreter
+from thunder_aot.backends.triton import interpreter_rounds_like_the_gpu
+
+@triton.jit
+def row_stats(x_ptr, y_ptr, N: tl.constexpr):
+    row = tl.program_id(0)
+    v = tl.load(x_ptr + row * N + tl.arange(0, N))
+    tl.store(y_ptr + row, tl.sum(v, axis=0) + tl.max(v, axis=0))
+
+x = torch.randn(16, 32)
+expected = x.sum(1) + x.amax(1)
+for once in (False, True):
+    if once:
+        interpreter_rounds_like_the_gpu()
+    patched = []
+    original = interpreter._patch_builtin
+    interpreter._patch_builtin = lambda *a: patched.append(1) or original(*a)
+    y = torch.empty(16)
+    row_stats[(16,)](x, y, N=32)
+    interpreter._patch_builtin = original
+    print(len(patched), torch.allclose(y, expected))
+"""
+    env = python_env(TRITON_INTERPRET="1")
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (before, same_before), (after, same_after) = (line.split() for line in result.stdout.splitlines())
+    assert same_before == same_after == "True"
+    assert int(before) > 16 * 2 * 3 and int(after) <= 2 * 5, (before, after)
+
+
 def test_parameters_a_kernel_reads_are_checked_on_every_call():
     """A module converted after export (dtype, shape, layout of a parameter) is refused with one
     line before any kernel runs; the same module with its exported parameter works (interpreter)."""
