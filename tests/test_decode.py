@@ -222,6 +222,28 @@ def test_a_finished_sequences_row_takes_a_new_prompt_while_the_others_go_on(tiny
     assert torch.equal(torch.stack(row1), _generate(tiny_llama, prompt[None], 21)[0, 7:])
 
 
+def test_judge_steps_accepts_a_bf16_decode_and_refuses_a_layer_that_errs(tiny_llama):
+    """A left-padded batch of two in bf16, prefill and 16 steps each judged against float64; the
+    same decoder with its last layer's output off by 5% of itself (rolled along the hidden dim: the
+    final norm would undo a scale) is refused at the prefill, naming it (bf16's own error here is
+    about 1% of the logits: 2% is accepted)."""
+    import copy
+
+    from thunder_aot.integrations.transformers import StaticDecoder, judge_steps
+
+    model = copy.deepcopy(tiny_llama).to(torch.bfloat16)
+    ids = torch.randint(0, model.config.vocab_size, (2, 9), generator=torch.Generator().manual_seed(3))
+    mask = torch.ones_like(ids)
+    mask[1, :3] = 0
+    decoder = StaticDecoder(model, None, max_len=64, batch_size=2)
+    assert judge_steps(decoder, ids, 16, mask) == 17
+    assert decoder.logits.dtype == torch.bfloat16 and decoder.logits.shape == (2, model.config.vocab_size)
+    last = decoder.layers[-1]
+    decoder.layers[-1] = lambda *args: (lambda out: out + 0.05 * out.roll(1, -1))(last(*args))
+    with pytest.raises(ExportError, match=r"StaticDecoder's prefill \(logits\): generated module's error"):
+        judge_steps(decoder, ids, 16, mask)
+
+
 def test_static_decoder_refuses_bad_calls_in_one_line(tiny_llama):
     from thunder_aot.integrations.transformers import StaticDecoder
 

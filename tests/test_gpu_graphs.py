@@ -152,6 +152,28 @@ def test_kv_cache_layers_generate_transformers_tokens_on_the_gpu(backend):
     assert [dict(layer.calls) for layer in model.model.layers] == [{"generated": 64}] * 2
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_graphed_static_decoder_logits_judged_against_float64_in_bf16(backend):
+    """bf16: a tiny Llama's static-cache layer exported per backend, the decode step one CUDA graph;
+    a left-padded batch of two, the prefill's and 16 steps' logits each judged against the model in
+    float64 over the same tokens (judge_steps), every layer call the generated module's."""
+    from thunder_aot import export
+    from thunder_aot.examples.hf import static_cache_shapes, tiny_llama
+    from thunder_aot.integrations.transformers import DecoderLayerStaticCacheCall, StaticDecoder, judge_steps
+
+    model = tiny_llama().eval().to(torch.bfloat16).cuda()
+    shapes = static_cache_shapes(256, 2, 64, "bf16", batch=2, prefill=16, max_len=64)
+    text = export(DecoderLayerStaticCacheCall(model.model.layers[0]), shapes, backend=backend)
+    layer_class = load_module_from_text(text, f"static_layer_bf16_{backend}").DecoderLayerStaticCacheCall
+    decoder = StaticDecoder(model, layer_class, max_len=64, batch_size=2)
+    assert decoder.cuda_graph and all(isinstance(layer, layer_class) for layer in decoder.layers)
+    ids = torch.randint(0, 512, (2, 12), generator=torch.Generator().manual_seed(torch.seed() >> 1)).cuda()
+    mask = torch.ones_like(ids)
+    mask[1, :5] = 0
+    assert judge_steps(decoder, ids, 16, mask) == 17
+    assert decoder._graph is not None
+
+
 def test_export_of_a_module_on_the_gpu_traces_a_cpu_copy_and_leaves_the_module_there():
     from thunder_aot import export
 

@@ -18,7 +18,9 @@ batch over that. The systems:
 The floor is the bytes a step must read (every weight once, but only one row of an untied
 embedding; the valid part of the KV cache) over the measured device-to-device copy bandwidth.
 Before timing, every system's tokens are compared with the first system's (greedy tokens of the
-first steps; a difference is reported, not hidden)."""
+first steps; a difference is reported, not hidden). Each backend's graphed decoder is also judged
+against a float64 run of the model (:func:`~thunder_aot.integrations.transformers.judge_steps`: its
+prefill and first 16 steps' logits, at batch 1 and the shortest prompt)."""
 
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ from thunder_aot.bench.timing import copy_bandwidth_gb_per_s
 from thunder_aot.errors import ExportError
 from thunder_aot.examples.hf import static_cache_shapes
 from thunder_aot.frontend.resolve import resolve_module
-from thunder_aot.integrations.transformers import DecoderLayerStaticCacheCall, StaticDecoder
+from thunder_aot.integrations.transformers import DecoderLayerStaticCacheCall, StaticDecoder, judge_steps
 from thunder_aot.integrations.transformers.decode import kv_cache_dims
 from thunder_aot.verify import load_module_from_text
 
@@ -63,6 +65,8 @@ class DecodeReport:
     rows: list[DecodeRow] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
     exports_s: dict[str, float] = field(default_factory=dict)
+    #: per backend: its graphed decoder's logits judged against float64 (judge_steps), or why not
+    judged: dict[str, str] = field(default_factory=dict)
 
 
 def step_bytes(model: torch.nn.Module, batch: int, length: int) -> int:
@@ -200,6 +204,25 @@ def _generate_static(model, layer_class: type, ids: torch.Tensor, max_len: int, 
     return result
 
 
+#: the decode steps whose logits are judged against float64 (after the prefill's)
+JUDGED_STEPS = 16
+
+
+def _judged(model, layer_class: type, prompt: int, max_len: int, steps: int) -> str:
+    """:func:`judge_steps` of a graphed decoder over ``layer_class`` at batch 1, as a line."""
+    ids = torch.randint(0, model.config.vocab_size, (1, prompt), device="cuda")
+    try:
+        with torch.no_grad():
+            calls = judge_steps(StaticDecoder(model, layer_class, max_len, 1), ids, steps)
+    except ExportError as e:
+        return f"refused: {str(e).splitlines()[0][:300]}"
+    except torch.OutOfMemoryError:
+        return "not judged: the model's float64 copy does not fit on the device"
+    finally:
+        torch.cuda.empty_cache()
+    return f"the prefill and {calls - 1} steps within the bounds"
+
+
 def run_decode_bench(
     source: str,
     backends: list[str],
@@ -251,6 +274,9 @@ def run_decode_bench(
         generated[backend] = getattr(
             load_module_from_text(text, f"decode_bench_{backend}"), DecoderLayerStaticCacheCall.__name__
         )
+    for backend, cls in generated.items():
+        report.judged[backend] = _judged(model, cls, min(prompts), max_len, JUDGED_STEPS)
+        progress(f"{backend}: logits against float64: {report.judged[backend]}")
     for prompt in prompts:
         for batch in batches:
             floor_ms = step_bytes(model, batch, prompt + steps // 2) / (report.copy_gb_per_s * 1e9) * 1e3
@@ -341,6 +367,11 @@ def markdown(report: DecodeReport) -> str:
             f"{100 * r.floor_fraction:.0f}% | {'yes' if r.first_tokens_match else 'no'} |"
         )
     lines += ["", "Floors (ms/step): " + ", ".join(f"{k}: {v:.3f}" for k, v in report.floor_ms.items())]
+    lines += [""] + [
+        f"- StaticDecoder({backend}), logits of the prefill and first {JUDGED_STEPS} steps against float64 "
+        f"(batch 1): {verdict}"
+        for backend, verdict in report.judged.items()
+    ]
     lines += [f"- skipped {name}: {why}" for name, why in report.skipped.items()]
     return "\n".join(lines) + "\n"
 

@@ -29,7 +29,7 @@ from thunder_aot.integrations.transformers.attention import (
     needs_mask,
     slot_mask,
 )
-from thunder_aot.integrations.transformers.decode import StaticDecoder
+from thunder_aot.integrations.transformers.decode import StaticDecoder, judge_steps
 from thunder_aot.integrations.transformers.export_wrappers import (
     LAYER_CALLS,
     DecoderLayerCacheCall,
@@ -62,6 +62,7 @@ __all__ = [
     "attention_implementation",
     "causal_mask",
     "contiguous_rotary",
+    "judge_steps",
     "layer_windows",
     "mask_dtype",
     "needs_mask",

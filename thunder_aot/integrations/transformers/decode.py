@@ -15,14 +15,17 @@ for a left-padded batch.
 
 from __future__ import annotations
 
+import copy
+
 import torch
 from torch import nn
 
 from thunder_aot.integrations.transformers.attention import as_mask, layer_windows, mask_dtype, slot_mask
 from thunder_aot.integrations.transformers.export_wrappers import LAYER_CALLS, DecoderLayerStaticCacheCall
 from thunder_aot.runtime.specs import bucket_specs
+from thunder_aot.verify.judge import judge_output
 
-__all__ = ["StaticDecoder", "kv_cache_dims"]
+__all__ = ["StaticDecoder", "judge_steps", "kv_cache_dims"]
 
 #: transformers' rotary types whose cos and sin at a position do not depend on the call's other
 #: positions (``dynamic`` and ``longrope`` rescale by the longest)
@@ -123,6 +126,9 @@ class StaticDecoder:
         self.start = torch.zeros(1, dtype=torch.long, device=self.device)
         self.rope_positions = torch.zeros(batch_size, 1, dtype=torch.long, device=self.device)
         self.next_tokens = torch.zeros(batch_size, dtype=torch.long, device=self.device)
+        #: the last prefill's or step's logits (``[batch_size, vocab]``; a captured step's are the
+        #: graph's own tensor, rewritten by each replay: clone to keep them)
+        self.logits: torch.Tensor | None = None
         self.length = 0  # slots filled (shared by the batch)
         self._graph: torch.cuda.CUDAGraph | None = None
 
@@ -184,8 +190,8 @@ class StaticDecoder:
 
     def _step(self) -> None:
         self.valid.index_fill_(1, self.start, True)
-        logits = self._forward(self.tokens, self.start, self.rope_positions, step=True)
-        self.next_tokens.copy_(logits.argmax(-1))
+        self.logits = self._forward(self.tokens, self.start, self.rope_positions, step=True)
+        self.next_tokens.copy_(self.logits.argmax(-1))
 
     # -- the API --------------------------------------------------------------------------------
 
@@ -221,10 +227,10 @@ class StaticDecoder:
         self.valid[:, :seq] = attention_mask
         rope = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
         start = torch.zeros(1, dtype=torch.long, device=self.device)
-        logits = self._forward(ids, start, rope)
+        self.logits = self._forward(ids, start, rope)
         self.length = seq
         self.rope_positions.copy_(rope[:, -1:] + 1)
-        self.next_tokens.copy_(logits.argmax(-1))
+        self.next_tokens.copy_(self.logits.argmax(-1))
         return self.next_tokens.clone()
 
     @torch.no_grad()
@@ -308,3 +314,38 @@ class StaticDecoder:
         for _ in range(new_tokens - 1):
             out.append(self.step(out[-1]))
         return torch.cat([ids.to(self.device), torch.stack(out, 1)], 1)
+
+
+@torch.no_grad()
+def judge_steps(
+    decoder: StaticDecoder, ids: torch.Tensor, steps: int = 16, attention_mask: torch.Tensor | None = None
+) -> int:
+    """Judge the logits of ``decoder``'s prefill of ``ids`` and of its next ``steps`` steps as export
+    judges a module's outputs (:func:`thunder_aot.verify.judge.judge_output`): against its model run
+    in float64 over the same tokens, each may err a small multiple of what the model in its own
+    dtype errs, plus one rounding step. The tokens are the decoder's own greedy picks, and both runs
+    of the model read them (one forward over the whole sequence each), so a near tie that the
+    decoder breaks otherwise than eager does not end the comparison. Raises ExportError naming the
+    first call that errs more; returns how many calls were judged (``steps + 1``)."""
+    model = decoder.model
+    if attention_mask is None:
+        attention_mask = torch.ones_like(ids)
+    calls, tokens = [], [decoder.prefill(ids, attention_mask)]
+    calls.append(decoder.logits.clone())
+    for _ in range(steps):
+        tokens.append(decoder.step(tokens[-1]))
+        calls.append(decoder.logits.clone())
+    sequence = torch.cat([ids.to(decoder.device), torch.stack(tokens[:-1], 1)], 1)
+    mask = torch.cat([attention_mask.to(decoder.device), torch.ones_like(sequence[:, ids.shape[1] :])], 1)
+    positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
+
+    def logits(m: nn.Module) -> torch.Tensor:
+        return m(input_ids=sequence, attention_mask=mask, position_ids=positions, use_cache=False).logits
+
+    first = ids.shape[1] - 1
+    expected = logits(model)[:, first:]
+    reference = logits(copy.deepcopy(model).double())[:, first:]
+    for k, actual in enumerate(calls):
+        where = "StaticDecoder's prefill" if k == 0 else f"StaticDecoder's step {k}"
+        judge_output(expected[:, k], actual, reference[:, k], f"{where} (logits)")
+    return len(calls)
