@@ -103,3 +103,29 @@ def test_grouped_matmuls_trace_on_hosts_whose_cpu_kernel_crashes(monkeypatch):
     assert torch._grouped_mm is real
     code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
     assert code.count("torch._grouped_mm(") == 1, code
+
+
+def test_the_repeatability_check_before_tracing_keeps_grouped_matmuls_off_the_cpu_kernel(monkeypatch):
+    """check_repeatable calls the module twice before tracing, on the CPU copy export traces: its
+    grouped matmuls run as while tracing (the GPU machine's MoE exports segfaulted there). The CPU
+    kernel is stood in for by one that records its calls; the check calls F.grouped_mm twice."""
+    from thunder_aot.frontend import torch_ops
+    from thunder_aot.frontend.repeatable import check_repeatable
+
+    reached: list[str] = []
+    by_group: list[str] = []
+    real, safe = torch._grouped_mm, torch_ops._grouped_mm_cpu_safe
+
+    def cpu_kernel(a, b, offs=None, bias=None, out_dtype=None):
+        reached.append(a.device.type)
+        return real(a, b, offs=offs, bias=bias, out_dtype=out_dtype)
+
+    def counted_safe(*args, **kwargs):
+        by_group.append("cpu")
+        return safe(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "_grouped_mm", cpu_kernel)
+    monkeypatch.setattr(torch_ops, "_grouped_mm_cpu_safe", counted_safe)
+    check_repeatable(experts(), [torch.randn(32, 16).to(torch.bfloat16)])
+    assert reached == [] and by_group == ["cpu", "cpu"]
+    assert torch._grouped_mm is cpu_kernel

@@ -9,6 +9,7 @@ import copy
 import torch
 
 from thunder_aot.errors import ExportError
+from thunder_aot.frontend.torch_ops import cpu_safe_grouped_mm
 
 #: plain attribute values whose change the refusal names
 _SCALARS = (int, float, bool, str, type(None))
@@ -48,13 +49,15 @@ def _flat(out: object) -> list[object]:
 def check_repeatable(module: torch.nn.Module, args: list[torch.Tensor]) -> None:
     """ExportError where two calls of (a copy of) ``module`` on ``args`` differ: the forward reads
     something besides its inputs and tensors (Python's ``random``, the time, a counter, state it
-    changes). Names the attributes and tensors the first call changed, if any."""
+    changes). Names the attributes and tensors the first call changed, if any. Grouped matmuls on
+    the CPU run as they do while tracing (:func:`cpu_safe_grouped_mm`: torch's CPU kernel crashes
+    the process on some hosts)."""
     try:
         twin = copy.deepcopy(module)
     except Exception:  # noqa: BLE001 - a module that cannot be copied: verification's samples decide
         return
     before = _state(twin)
-    with torch.no_grad():
+    with torch.no_grad(), cpu_safe_grouped_mm():
         try:
             first = _flat(twin(*[a.clone() for a in args]))
             after = _state(twin)
