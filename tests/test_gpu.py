@@ -55,6 +55,34 @@ def test_nvfuser_matches_eager_and_thunder(stem, source, shapes):
     assert fusions, "thunder.jit formed no nvFuser fusion"
 
 
+@pytest.mark.parametrize("backend", ["nvfuser", "triton"])
+def test_a_call_under_cuda_autocast_runs_the_source_or_says_why_in_one_line(backend):
+    """Under ``torch.autocast("cuda")`` the module's torch calls would hand its kernels other dtypes
+    (a Triton compile error, an nvFuser internal assert, before runtime version 8): a module with a
+    fallback runs its source's forward there (autocast's dtypes, eager's values), one without raises
+    one line; outside autocast both run the kernels and match eager."""
+    import thunder_aot.runtime as rt
+
+    gen = _load("gated_mlp", backend, f"autocast_mlp_{backend}")
+    source = resolve_module("thunder_aot.examples.blocks:gated_mlp").eval().cuda()
+    cls = getattr(gen, type(source).__name__)
+
+    class WithFallback(cls):
+        FALLBACK = True
+
+    plain, fallback = cls.from_module(source), WithFallback.from_module(source)
+    x = torch.randn(5, 256, device="cuda", generator=torch.Generator(device="cuda").manual_seed(4))
+    with torch.no_grad():
+        check_outputs(source, [x], plain(x), f"{backend} gated MLP outside autocast")
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            expected = source(x)
+            got = fallback(x)
+            with pytest.raises(rt.NoBucketError, match="called under torch.autocast") as info:
+                plain(x)
+    assert expected.dtype == torch.bfloat16 and got.dtype == expected.dtype and torch.equal(got, expected)
+    assert "\n" not in str(info.value)
+
+
 def test_generated_module_does_not_import_thunder():
     import subprocess
 
