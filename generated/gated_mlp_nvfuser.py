@@ -126,6 +126,7 @@ def forward(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight):
         t22 = t22.contiguous()
         t23 = t23.contiguous()
         (input_,) = (fusion0.by_size.get(s0) or fusion0.record(s0)).execute([t22, t23])
+        del t22, t23
         # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
         t24 = torch.nn.functional.linear(input_, t_down_proj_weight, None)
         return t24

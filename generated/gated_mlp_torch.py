@@ -97,8 +97,11 @@ def forward(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight, t_merge
         # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
         t22 = torch.narrow(t22_merged, -1, 0, 512)
         t23 = torch.narrow(t22_merged, -1, 512, 512)
+        del t22_merged
         aotFusion0_t4 = torch.nn.functional.silu(t22, False)
+        del t22
         input_ = torch.mul(aotFusion0_t4, t23)
+        del t23, aotFusion0_t4
         # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
         t24 = torch.nn.functional.linear(input_, t_down_proj_weight, None)
         return t24

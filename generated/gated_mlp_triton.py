@@ -206,6 +206,7 @@ def forward(x, t_down_proj_weight, t_gate_proj_weight, t_up_proj_weight, t_merge
                 _misaligned,
                 512,
             )
+        del t22_merged
         # thunder_aot/examples/blocks.py:22: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
         t24 = torch.nn.functional.linear(input_, t_down_proj_weight, None)
         return t24

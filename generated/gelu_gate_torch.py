@@ -71,6 +71,7 @@ def forward(gate_up):
         aotFusion0_t0, aotFusion0_t1 = torch.chunk(gate_up, 2, -1)
         # thunder_aot/examples/blocks.py:71: return F.gelu(gate, approximate="tanh") * up
         aotFusion0_t33 = torch.nn.functional.gelu(aotFusion0_t0, approximate="tanh")
+        del aotFusion0_t0
         t36 = torch.mul(aotFusion0_t33, aotFusion0_t1)
         return t36
 

@@ -97,12 +97,17 @@ def forward(x, residual, t_norm_weight):
         # thunder_aot/examples/gpt_oss.py:23: variance = hidden_states.pow(2).mean(-1, keepdim=True)
         aotFusion0_t7 = torch.pow(aotFusion0_t4, 2)
         aotFusion0_t12 = torch.mean(aotFusion0_t7, -1, True, dtype=None)
+        del aotFusion0_t7
         # thunder_aot/examples/gpt_oss.py:24: hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
         aotFusion0_t15 = torch.add(aotFusion0_t12, 1e-05, alpha=1)
+        del aotFusion0_t12
         aotFusion0_t17 = torch.rsqrt(aotFusion0_t15)
+        del aotFusion0_t15
         aotFusion0_t19 = torch.mul(aotFusion0_t4, aotFusion0_t17)
+        del aotFusion0_t4, aotFusion0_t17
         # thunder_aot/examples/gpt_oss.py:25: return (self.weight * hidden_states).to(input_dtype)
         aotFusion0_t23 = torch.mul(t_norm_weight, aotFusion0_t19)
+        del aotFusion0_t19
         t21 = torch.Tensor.to(aotFusion0_t23, copy=False, dtype=torch.bfloat16)
         return t21, hidden_states
 

@@ -110,11 +110,14 @@ def forward(x, cos, sin):
         # thunder_aot/examples/blocks.py:79: rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
         aotFusion0_t1 = torch.Tensor.__getitem__(x, (..., slice(32, None, None)))
         aotFusion0_t6 = torch.neg(aotFusion0_t1)
+        del aotFusion0_t1
         aotFusion0_t7 = torch.Tensor.__getitem__(x, (..., slice(None, 32, None)))
         aotFusion0_t8 = torch.cat((aotFusion0_t6, aotFusion0_t7), -1)
+        del aotFusion0_t6, aotFusion0_t7
         # thunder_aot/examples/blocks.py:80: return x * cos + rotated * sin
         aotFusion0_t14 = torch.mul(x, cos)
         aotFusion0_t21 = torch.mul(aotFusion0_t8, sin)
+        del aotFusion0_t8
         t19 = torch.add(aotFusion0_t14, aotFusion0_t21, alpha=1)
         return t19
 

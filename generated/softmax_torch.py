@@ -110,8 +110,11 @@ def forward(scores, mask_):
         # thunder_aot/examples/blocks.py:62: probs = torch.softmax(scores.float() * self.scale + mask, dim=-1)
         aotFusion0_t3 = torch.Tensor.to(scores, torch.float32, copy=True)
         aotFusion0_t5 = torch.mul(aotFusion0_t3, 0.125)
+        del aotFusion0_t3
         aotFusion0_t7 = torch.add(aotFusion0_t5, mask_, alpha=1)
+        del aotFusion0_t5
         aotFusion0_t21 = torch.softmax(aotFusion0_t7, -1)
+        del aotFusion0_t7
         # thunder_aot/examples/blocks.py:63: return probs.to(scores.dtype)
         t18 = torch.Tensor.to(aotFusion0_t21, copy=False, dtype=torch.bfloat16)
         return t18
@@ -121,8 +124,11 @@ def forward(scores, mask_):
         # thunder_aot/examples/blocks.py:62: probs = torch.softmax(scores.float() * self.scale + mask, dim=-1)
         aotFusion0_t3 = torch.Tensor.to(scores, torch.float32, copy=True)
         aotFusion0_t5 = torch.mul(aotFusion0_t3, 0.125)
+        del aotFusion0_t3
         aotFusion0_t7 = torch.add(aotFusion0_t5, mask_, alpha=1)
+        del aotFusion0_t5
         aotFusion0_t23 = torch.softmax(aotFusion0_t7, -1)
+        del aotFusion0_t7
         # thunder_aot/examples/blocks.py:63: return probs.to(scores.dtype)
         t20 = torch.Tensor.to(aotFusion0_t23, copy=False, dtype=torch.bfloat16)
         return t20

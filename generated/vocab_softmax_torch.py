@@ -70,6 +70,7 @@ def forward(logits):
         # thunder_aot/examples/blocks.py:111: return torch.softmax(logits.float() / self.temperature, dim=-1)
         aotFusion0_t3 = torch.Tensor.to(logits, torch.float32, copy=True)
         aotFusion0_t4 = torch.true_divide(aotFusion0_t3, 0.7)
+        del aotFusion0_t3
         t17 = torch.softmax(aotFusion0_t4, -1)
         return t17
 

@@ -78,12 +78,17 @@ def forward(hidden_states, t_weight):
         # thunder_aot/examples/gpt_oss.py:23: variance = hidden_states.pow(2).mean(-1, keepdim=True)
         aotFusion0_t3 = torch.pow(aotFusion0_t2, 2)
         aotFusion0_t10 = torch.mean(aotFusion0_t3, -1, True, dtype=None)
+        del aotFusion0_t3
         # thunder_aot/examples/gpt_oss.py:24: hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
         aotFusion0_t12 = torch.add(aotFusion0_t10, 1e-05, alpha=1)
+        del aotFusion0_t10
         aotFusion0_t13 = torch.rsqrt(aotFusion0_t12)
+        del aotFusion0_t12
         aotFusion0_t17 = torch.mul(aotFusion0_t2, aotFusion0_t13)
+        del aotFusion0_t2, aotFusion0_t13
         # thunder_aot/examples/gpt_oss.py:25: return (self.weight * hidden_states).to(input_dtype)
         aotFusion0_t19 = torch.mul(t_weight, aotFusion0_t17)
+        del aotFusion0_t17
         t16 = torch.Tensor.to(aotFusion0_t19, copy=False, dtype=torch.bfloat16)
         return t16
 

@@ -22,7 +22,7 @@ commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
   echo "thread (\`thunder-aot bench --device cpu\`: interleaved rounds, median; thunder.jit left out)."
   echo
   echo "Regenerate: \`bash tools/torch_cpu.sh\` on an idle machine. Measured at $commit on"
-  echo "$(nproc) CPU cores ($(uname -m)), $(date -u +%Y-%m-%d), torch $($python -c 'import torch; print(torch.__version__)')."
+  echo "$(nproc --all) CPU cores ($(uname -m)), $(date -u +%Y-%m-%d), torch $($python -c 'import torch; print(torch.__version__)')."
   echo
 } > "$tmp/page.md"
 for case in "${cases[@]}"; do

@@ -24,6 +24,7 @@ from thunder_aot.backends.base import (
     tuple_text,
 )
 from thunder_aot.codegen.header import UNCHECKED_NOTE, header_lines
+from thunder_aot.codegen.liveness import released
 from thunder_aot.codegen.per_shape import bind_per_shape
 from thunder_aot.ir import (
     LINEAR,
@@ -486,9 +487,14 @@ def module_view(
                 sizes_functions.append(function)
                 sizes_of[bp.index] = f"{function.name}({', '.join(e for _, e in dims)})"
             unpack = f"{tuple_text(names)} = sizes" if names else ""
+            steps = released(steps, bp.outputs)
             programs.append(ProgramView(bp.index, "; ".join(served), unpack, (), steps, returns))
         else:
-            programs.append(ProgramView(bp.index, "; ".join(served), "", tuple(dims), steps, returns))
+            programs.append(
+                ProgramView(
+                    bp.index, "; ".join(served), "", tuple(dims), released(steps, bp.outputs), returns
+                )
+            )
     bucket_specs = tuple(format_bucket(b) for b, _ in program.dispatch)
     header = header_lines(
         command=command,
