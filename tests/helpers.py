@@ -130,3 +130,24 @@ def run_cli(
         text=True,
         preexec_fn=preexec,
     )
+
+
+def check_autocast_calls(cls, source: torch.nn.Module, x: torch.Tensor, outside) -> None:
+    """A generated class under ``torch.autocast(x.device.type)``: with a fallback (a subclass with
+    ``FALLBACK = True``) it runs ``source``'s forward (autocast's dtype, eager's values); without one
+    it raises one line naming autocast. ``outside(plain_output)`` checks a call outside autocast."""
+    import thunder_aot.runtime as rt
+
+    class WithFallback(cls):
+        FALLBACK = True
+
+    plain, fallback = cls.from_module(source), WithFallback.from_module(source)
+    with torch.no_grad():
+        outside(plain(x))
+        with torch.autocast(x.device.type, dtype=torch.bfloat16):
+            expected = source(x)
+            got = fallback(x)
+            with pytest.raises(rt.NoBucketError, match="called under torch.autocast") as info:
+                plain(x)
+    assert expected.dtype == torch.bfloat16 and got.dtype == expected.dtype and torch.equal(got, expected)
+    assert "\n" not in str(info.value)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tests.examples import EXPORTS
-from tests.helpers import compare_at_every_bucket
+from tests.helpers import check_autocast_calls, compare_at_every_bucket
 from tests.kernel_pass_modules import COPIES, GATHERS, JOINS, ROUTINGS, TOPKS, VIEWS
 from tests.view_modules import KERNELS as VIEW_KERNELS
 from tests.view_modules import SOURCE_CALLS as VIEW_SOURCE_CALLS
@@ -61,26 +61,15 @@ def test_a_call_under_cuda_autocast_runs_the_source_or_says_why_in_one_line(back
     (a Triton compile error, an nvFuser internal assert, before runtime version 8): a module with a
     fallback runs its source's forward there (autocast's dtypes, eager's values), one without raises
     one line; outside autocast both run the kernels and match eager."""
-    import thunder_aot.runtime as rt
-
     gen = _load("gated_mlp", backend, f"autocast_mlp_{backend}")
     source = resolve_module("thunder_aot.examples.blocks:gated_mlp").eval().cuda()
-    cls = getattr(gen, type(source).__name__)
-
-    class WithFallback(cls):
-        FALLBACK = True
-
-    plain, fallback = cls.from_module(source), WithFallback.from_module(source)
     x = torch.randn(5, 256, device="cuda", generator=torch.Generator(device="cuda").manual_seed(4))
-    with torch.no_grad():
-        check_outputs(source, [x], plain(x), f"{backend} gated MLP outside autocast")
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            expected = source(x)
-            got = fallback(x)
-            with pytest.raises(rt.NoBucketError, match="called under torch.autocast") as info:
-                plain(x)
-    assert expected.dtype == torch.bfloat16 and got.dtype == expected.dtype and torch.equal(got, expected)
-    assert "\n" not in str(info.value)
+    check_autocast_calls(
+        getattr(gen, type(source).__name__),
+        source,
+        x,
+        lambda out: check_outputs(source, [x], out, f"{backend} gated MLP outside autocast"),
+    )
 
 
 def test_generated_module_does_not_import_thunder():

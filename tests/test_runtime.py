@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import thunder_aot.runtime as rt
-from tests.helpers import ROOT
+from tests.helpers import ROOT, check_autocast_calls
 
 
 def test_importing_the_runtime_loads_neither_thunder_nor_the_exporter():
@@ -265,19 +265,9 @@ def test_a_call_under_autocast_runs_the_source_or_says_why_in_one_line():
 
     gen = load_module_from_text((ROOT / "generated" / "gated_mlp_torch.py").read_text(), "autocast_mlp")
     source = resolve_module("thunder_aot.examples.blocks:gated_mlp").eval()
-    cls = getattr(gen, type(source).__name__)
     x = torch.randn(3, 256, generator=torch.Generator().manual_seed(4))
 
-    class WithFallback(cls):
-        FALLBACK = True
+    def outside(out: torch.Tensor) -> None:  # the generated program: eager's own calls
+        assert torch.equal(out, source(x))
 
-    plain, fallback = cls.from_module(source), WithFallback.from_module(source)
-    with torch.no_grad():
-        assert torch.equal(plain(x), source(x))  # outside autocast: the generated program
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            expected = source(x)
-            got = fallback(x)
-            with pytest.raises(rt.NoBucketError, match="called under torch.autocast") as info:
-                plain(x)
-    assert expected.dtype == torch.bfloat16 and got.dtype == expected.dtype and torch.equal(got, expected)
-    assert "\n" not in str(info.value)
+    check_autocast_calls(getattr(gen, type(source).__name__), source, x, outside)
