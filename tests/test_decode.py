@@ -150,6 +150,36 @@ def test_static_decoder_with_generated_layers_makes_generates_tokens(tiny_llama,
     _check_against_generate(tiny_llama, static_layer_class, 40)
 
 
+@pytest.mark.traces
+def test_static_decoder_with_qwen2s_generated_layers_makes_generates_tokens():
+    """Another family's layer (Qwen2: biased q/k/v projections) exported over a static cache by the
+    torch backend: StaticDecoder's 40 greedy tokens are generate's, at batch 1 and in a padded batch."""
+    from thunder_aot import export as thunder_aot_export
+    from thunder_aot.examples.hf import static_cache_shapes
+    from thunder_aot.integrations.transformers import DecoderLayerStaticCacheCall
+    from thunder_aot.integrations.transformers.decode import kv_cache_dims, rope_width
+
+    model = _family_causal_lm("qwen2")
+    kv_heads, head_dim = kv_cache_dims(model.config)
+    hidden, rope = model.config.hidden_size, rope_width(model)
+    shapes = static_cache_shapes(hidden, kv_heads, head_dim, "fp32", batch=2, prefill=16, rope_dim=rope)
+    text = thunder_aot_export(DecoderLayerStaticCacheCall(model.model.layers[0]), shapes, backend="torch")
+    layer_class = load_module_from_text(text, "static_qwen2").DecoderLayerStaticCacheCall
+    _check_against_generate(model, layer_class, 40)
+
+
+def test_rope_width_is_what_each_familys_rotary_gives():
+    """GPT-OSS's rotary gives cos and sin of half a head (it multiplies each half by them): a static
+    layer's rotary inputs are that wide (static_cache_shapes' rope_dim); Llama's and Qwen2's a head."""
+    pytest.importorskip("transformers")
+    from thunder_aot.integrations.transformers.decode import kv_cache_dims, rope_width
+
+    for family, half in (("llama", False), ("qwen2", False), ("gpt_oss", True)):
+        model = _family_causal_lm(family)
+        head_dim = kv_cache_dims(model.config)[1]
+        assert rope_width(model) == (head_dim // 2 if half else head_dim), family
+
+
 def test_generate_with_transformers_static_cache_runs_the_generated_layers(tiny_llama, static_layer_class):
     """``model.generate(..., cache_implementation="static")`` with the layers replaced: the prefill and
     every step run the generated module over transformers' StaticCache, with generate's tokens."""

@@ -23,7 +23,7 @@ from thunder_aot.bench.timing import copy_bandwidth_gb_per_s
 from thunder_aot.examples.hf import static_cache_shapes
 from thunder_aot.frontend.resolve import resolve_module
 from thunder_aot.integrations.transformers import DecoderLayerStaticCacheCall, StaticDecoder
-from thunder_aot.integrations.transformers.decode import kv_cache_dims
+from thunder_aot.integrations.transformers.decode import kv_cache_dims, rope_width
 from thunder_aot.verify import load_module_from_text
 
 #: kernel kinds, by a pattern of the kernel's name (first match wins)
@@ -204,6 +204,7 @@ def main() -> None:
             batch=max(batches),
             prefill=a.prompt,
             max_len=max_len,
+            rope_dim=rope_width(model),
         )
         text = export(DecoderLayerStaticCacheCall(model.model.layers[0]), shapes, backend=a.backend)
         cls = getattr(load_module_from_text(text, "decode_profile"), DecoderLayerStaticCacheCall.__name__)

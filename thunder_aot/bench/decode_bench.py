@@ -38,7 +38,7 @@ from thunder_aot.errors import ExportError
 from thunder_aot.examples.hf import static_cache_shapes
 from thunder_aot.frontend.resolve import resolve_module
 from thunder_aot.integrations.transformers import DecoderLayerStaticCacheCall, StaticDecoder, judge_steps
-from thunder_aot.integrations.transformers.decode import kv_cache_dims
+from thunder_aot.integrations.transformers.decode import kv_cache_dims, rope_width
 from thunder_aot.verify import load_module_from_text
 
 
@@ -260,6 +260,7 @@ def run_decode_bench(
         batch=max(batches),
         prefill=max(prompts),
         max_len=max_len,
+        rope_dim=rope_width(model),
     )
     for backend in backends:
         t = time.perf_counter()

@@ -297,12 +297,16 @@ def static_cache_shapes(
     prefill: int = 32,
     max_len: int = 64,
     mask: str | None = None,
+    rope_dim: int | None = None,
 ) -> str:
     """Buckets of a layer exported as DecoderLayerStaticCacheCall: the decode step (one token) and a
     prefill of 2..``prefill`` tokens, for 1..``batch`` sequences and caches of ``max_len`` slots or more
     (the start slot ranges keep every write inside the smallest). A range of one size is written as
     that size. The mask is additive in ``dtype`` unless ``mask`` names another dtype: sdpa adds an
-    additive mask as it is, and converts a bool one in every layer of every step."""
+    additive mask as it is, and converts a bool one in every layer of every step. ``rope_dim``: the
+    width of the rotary cos and sin the model's rotary embedding gives (default ``head_dim``; half of
+    it for GPT-OSS, whose rotary multiplies each half of a head by them:
+    ``thunder_aot.integrations.transformers.decode.rope_width``)."""
     if batch < 1 or prefill < 2 or max_len < prefill:
         raise ValueError(
             f"expected batch >= 1, prefill >= 2 and max_len >= prefill, got {batch}, {prefill}, {max_len}"
@@ -314,7 +318,7 @@ def static_cache_shapes(
         f"{b}x{kv_heads}x[L={max_len}..{4 * max_len}]x{head_dim}:{dtype}, "
         f"{b}x{kv_heads}x[L]x{head_dim}:{dtype}"
     )
-    rope = f"{head_dim}:{dtype}"
+    rope = f"{rope_dim or head_dim}:{dtype}"
     decode = (
         f"{b_first}x1x{hidden}:{dtype}, {b}x1x{rope}, {b}x1x{rope}, {cache}, "
         f"1:int64[0..{max_len - 1}], {b}x1x1x[L]:{mask}"

@@ -25,7 +25,7 @@ from thunder_aot.integrations.transformers.export_wrappers import LAYER_CALLS, D
 from thunder_aot.runtime.specs import bucket_specs
 from thunder_aot.verify.judge import judge_output
 
-__all__ = ["StaticDecoder", "judge_steps", "kv_cache_dims"]
+__all__ = ["StaticDecoder", "judge_steps", "kv_cache_dims", "rope_width"]
 
 #: transformers' rotary types whose cos and sin at a position do not depend on the call's other
 #: positions (``dynamic`` and ``longrope`` rescale by the longest)
@@ -37,6 +37,18 @@ def kv_cache_dims(config) -> tuple[int, int]:
     heads = config.num_attention_heads
     kv_heads = getattr(config, "num_key_value_heads", None) or heads
     return kv_heads, getattr(config, "head_dim", None) or config.hidden_size // heads
+
+
+def rope_width(model: nn.Module) -> int:
+    """The width of the cos and sin that ``model``'s rotary embedding gives (a head's width for most
+    families, half of it for GPT-OSS): the rotary inputs of its decoder layers, read off one call."""
+    base = model.model
+    dtype = next(model.parameters()).dtype
+    device = next(model.parameters()).device
+    with torch.no_grad():
+        probe = torch.zeros(1, 1, 1, dtype=dtype, device=device)
+        cos, _ = base.rotary_emb(probe, torch.zeros(1, 1, dtype=torch.long, device=device))
+    return cos.shape[-1]
 
 
 class StaticDecoder:
