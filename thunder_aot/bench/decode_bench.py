@@ -212,8 +212,7 @@ def _judged(model, layer_class: type, prompt: int, max_len: int, steps: int) -> 
     """:func:`judge_steps` of a graphed decoder over ``layer_class`` at batch 1, as a line."""
     ids = torch.randint(0, model.config.vocab_size, (1, prompt), device="cuda")
     try:
-        with torch.no_grad():
-            calls = judge_steps(StaticDecoder(model, layer_class, max_len, 1), ids, steps)
+        calls = judge_steps(StaticDecoder(model, layer_class, max_len, 1), ids, steps)  # (no grad)
     except ExportError as e:
         return f"refused: {str(e).splitlines()[0][:300]}"
     except torch.OutOfMemoryError:

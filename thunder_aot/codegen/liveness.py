@@ -51,5 +51,5 @@ def released(steps: Iterable[Line], keep: Iterable[str]) -> tuple[Line, ...]:
     for i, step in enumerate(steps):
         out.append(step)
         if i in dead_after:
-            out.append(Line(f"del {', '.join(sorted(dead_after[i], key=list(last).index))}"))
+            out.append(Line(f"del {', '.join(dead_after[i])}"))  # (in the order first named)
     return tuple(out)

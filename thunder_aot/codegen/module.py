@@ -486,15 +486,11 @@ def module_view(
                 )
                 sizes_functions.append(function)
                 sizes_of[bp.index] = f"{function.name}({', '.join(e for _, e in dims)})"
-            unpack = f"{tuple_text(names)} = sizes" if names else ""
-            steps = released(steps, bp.outputs)
-            programs.append(ProgramView(bp.index, "; ".join(served), unpack, (), steps, returns))
+            unpack, read_dims = (f"{tuple_text(names)} = sizes" if names else ""), ()
         else:
-            programs.append(
-                ProgramView(
-                    bp.index, "; ".join(served), "", tuple(dims), released(steps, bp.outputs), returns
-                )
-            )
+            unpack, read_dims = "", tuple(dims)
+        steps = released(steps, bp.outputs)
+        programs.append(ProgramView(bp.index, "; ".join(served), unpack, read_dims, steps, returns))
     bucket_specs = tuple(format_bucket(b) for b, _ in program.dispatch)
     header = header_lines(
         command=command,

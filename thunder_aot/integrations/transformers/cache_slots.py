@@ -69,6 +69,12 @@ class CacheSlots:
         slot.keys, slot.values = keys, values
 
 
+def static_mask_dtype(generated_class: type) -> torch.dtype:
+    """The dtype of the attention mask (the seventh input) of a module generated from
+    :class:`~thunder_aot.integrations.transformers.export_wrappers.DecoderLayerStaticCacheCall`."""
+    return bucket_specs(generated_class)[0].inputs[6].dtype
+
+
 class StaticSlots:
     """Where a layer's keys and values live in transformers' ``StaticCache`` (``generate(...,
     cache_implementation="static")``): its layer's ``StaticLayer``, preallocated on first use, written
@@ -85,7 +91,7 @@ class StaticSlots:
         keys = bucket.inputs[3].shape
         #: (kv heads, head dim): the caches the generated module was exported for
         self.heads_and_dim = (keys[1], keys[3])
-        self.mask_dtype = bucket.inputs[6].dtype
+        self.mask_dtype = static_mask_dtype(generated_class)
 
     def refusal(self, cache) -> str | None:
         # transformers is an optional dependency (the hf extra): imported where a cache is met

@@ -21,8 +21,8 @@ import torch
 from torch import nn
 
 from thunder_aot.integrations.transformers.attention import as_mask, layer_windows, mask_dtype, slot_mask
+from thunder_aot.integrations.transformers.cache_slots import static_mask_dtype
 from thunder_aot.integrations.transformers.export_wrappers import LAYER_CALLS, DecoderLayerStaticCacheCall
-from thunder_aot.runtime.specs import bucket_specs
 from thunder_aot.verify.judge import judge_output
 
 __all__ = ["StaticDecoder", "judge_steps", "kv_cache_dims", "rope_width"]
@@ -124,9 +124,7 @@ class StaticDecoder:
             self.windows = [None] * len(layers)
         #: the layers' mask dtype: the generated class's (its decode bucket's mask input), else the
         #: model's (bool for sdpa, additive for eager attention)
-        self.mask_dtype = (
-            mask_dtype(model) if generated_class is None else bucket_specs(generated_class)[0].inputs[6].dtype
-        )
+        self.mask_dtype = mask_dtype(model) if generated_class is None else static_mask_dtype(generated_class)
         #: slot l of sequence b holds one of its tokens
         self.valid = torch.zeros(batch_size, max_len, dtype=torch.bool, device=self.device)
         self.slots = torch.arange(max_len, device=self.device)
