@@ -82,12 +82,13 @@ def _child(source: str, system: str, tokens: int, generated: str | None) -> dict
             torch.cuda.synchronize()
         first = time.time()
         from thunder_aot.integrations.transformers import LastTokenLogits
-        from thunder_aot.verify.judge import judge, run64
+        from thunder_aot.verify.judge import judge, run64, run64_perturbed
 
         expected = reference(ids, use_cache=False, logits_to_keep=1).logits
         upcast = LastTokenLogits(reference.to(torch.float64))
         exact = run64(upcast, [ids], upcast=upcast)  # grouped matmuls (MoE experts) too
-        judge(expected, logits, exact, f"{system}'s first output")
+        nudged = run64_perturbed(upcast, [ids], upcast=upcast)
+        judge(expected, logits, exact, f"{system}'s first output", perturbed=nudged)
     return {"first_output_at": first, "after_build_s": first - built, "copy_s": copy_s}
 
 

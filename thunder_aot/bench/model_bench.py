@@ -54,6 +54,7 @@ from thunder_aot.verify.judge import (
     ChoicesDiffer,
     judge,
     run64_choosing,
+    run64_perturbed,
     run_choosing,
     run_recording_choices,
     same_choices,
@@ -139,21 +140,23 @@ def judge_with_picks(
     reference_model: torch.nn.Module,
     inputs: list[torch.Tensor],
     where: str,
+    perturbed: torch.Tensor | None = None,
 ) -> int:
     """Judge one system's output ``got`` (``picks``: the top-k picks it made; None: not watched)
     against eager's ``expected`` and ``reference`` (float64 making eager's picks). Where its picks
     differ from eager's, against the float64 run making its own, which must be a top-k of float64's
     input within ``verify.judge.PICK_TOLERANCE`` (else it is judged against eager's picks, and a
-    different expert's output fails). Returns how many routed rows it picked otherwise than eager."""
+    different expert's output fails). ``perturbed``: float64's outputs with the inputs nudged
+    (``verify.judge.run64_perturbed``). Returns how many routed rows it picked otherwise than eager."""
     if picks is None or same_choices(eager_picks, picks):
-        judge(expected, got, reference, where)
+        judge(expected, got, reference, where, perturbed=perturbed)
         return 0
     rows = sum(int((a != b).any(-1).sum()) for a, b in zip(eager_picks, picks) if a.shape == b.shape)
     try:
         reference_ours = run64_choosing(reference_model, inputs, picks, reference_model, fallback=False)
     except ChoicesDiffer:
         reference_ours = None
-    judge(expected, got, reference, where, reference_ours, run_choosing(eager, inputs, picks))
+    judge(expected, got, reference, where, reference_ours, run_choosing(eager, inputs, picks), perturbed)
     return max(rows, 1)
 
 
@@ -314,6 +317,7 @@ def run_model_bench(
             expected, picks = run_recording_choices(forwards["Eager"], [ids])
             chosen = {"Eager": picks, "Eager, model graph": picks}
             reference = run64_choosing(reference_model, [ids], picks, reference_model)  # grouped matmuls too
+            perturbed = run64_perturbed(reference_model, [ids], reference_model, picks)
             systems: dict[str, Call] = {}
             outputs: dict[str, torch.Tensor] = {}
             for name, forward in forwards.items():
@@ -342,6 +346,7 @@ def run_model_bench(
                         reference_model,
                         [ids],
                         f"{name} at {point}",
+                        perturbed,
                     )
                     if rows:
                         progress(

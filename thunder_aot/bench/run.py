@@ -20,12 +20,14 @@ from thunder_aot.frontend.resolve import resolve_module
 from thunder_aot.request import ExportRequest
 from thunder_aot.shapes import parse_shapes
 from thunder_aot.verify import load_module_from_text, random_inputs
-from thunder_aot.verify.judge import judge, reference64
+from thunder_aot.verify.judge import judge, reference64, run64_perturbed
 
 
-def _check(name: str, expected: object, actual: object, reference: object, where: str) -> None:
+def _check(
+    name: str, expected: object, actual: object, reference: object, where: str, perturbed: object
+) -> None:
     actual = actual[0] if isinstance(actual, list) and not isinstance(expected, (list, tuple)) else actual
-    judge(expected, actual, reference, f"{name} at {where}")
+    judge(expected, actual, reference, f"{name} at {where}", perturbed=perturbed)
 
 
 def _refuse_sizes_outside(buckets, points, sizes: Sizes) -> None:
@@ -154,6 +156,7 @@ def run_bench(
         with torch.no_grad():
             expected = module(*inputs)
             reference = reference64(module, inputs)
+            perturbed = None if reference is None else run64_perturbed(module, inputs)
             systems: dict[str, Call] = {"Eager": lambda: module(*inputs)}
             if jitted is not None:
                 systems["thunder.jit"] = lambda: jitted(*inputs)
@@ -204,7 +207,7 @@ def run_bench(
                 if name in floors:  # a floor replays the kernels of a module checked here
                     continue
                 if name in generated:  # ours must run and match: an error here is a thunder-aot bug
-                    _check(name, expected, fn(), reference, point.label)
+                    _check(name, expected, fn(), reference, point.label, perturbed)
                     continue
                 try:  # a baseline that fails or differs is left out, with the reason
                     _check(
@@ -213,6 +216,7 @@ def run_bench(
                         graph_outputs[name] if name in graph_outputs else fn(),
                         reference,
                         point.label,
+                        perturbed,
                     )
                 except Exception as e:
                     skipped[name] = f"at {point.label}: {type(e).__name__}: {' '.join(str(e).split())[:160]}"

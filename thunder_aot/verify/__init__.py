@@ -23,6 +23,7 @@ from thunder_aot.verify.judge import (
 from thunder_aot.verify.judge import (
     paired_references,
     reference64,
+    run64_perturbed,
     run_choosing,
     run_recording_choices,
     same_choices,
@@ -239,7 +240,12 @@ def verify(
                     expected_ours = (
                         None if same_choices(eager_choices, choices) else run_choosing(src, inputs, choices)
                     )
-                    judge_outputs(expected, actual, reference, where, reference_ours, expected_ours)
+                    perturbed = (
+                        None if reference is None else run64_perturbed(src, inputs, src64, eager_choices)
+                    )
+                    judge_outputs(
+                        expected, actual, reference, where, reference_ours, expected_ours, perturbed
+                    )
                     checked += 1
     except ExportError as e:
         raise ExportError(

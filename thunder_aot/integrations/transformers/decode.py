@@ -15,15 +15,13 @@ for a left-padded batch.
 
 from __future__ import annotations
 
-import copy
-
 import torch
 from torch import nn
 
 from thunder_aot.integrations.transformers.attention import as_mask, layer_windows, mask_dtype, slot_mask
 from thunder_aot.integrations.transformers.cache_slots import static_mask_dtype
 from thunder_aot.integrations.transformers.export_wrappers import LAYER_CALLS, DecoderLayerStaticCacheCall
-from thunder_aot.verify.judge import judge_output
+from thunder_aot.verify.judge import judge_output, run64, run64_perturbed
 
 __all__ = ["StaticDecoder", "judge_steps", "kv_cache_dims", "rope_width"]
 
@@ -326,6 +324,19 @@ class StaticDecoder:
         return torch.cat([ids.to(self.device), torch.stack(out, 1)], 1)
 
 
+class _SequenceLogits(nn.Module):
+    """A causal LM's logits over a whole sequence, its mask and positions as inputs."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, sequence, mask, positions):
+        return self.model(
+            input_ids=sequence, attention_mask=mask, position_ids=positions, use_cache=False
+        ).logits
+
+
 @torch.no_grad()
 def judge_steps(
     decoder: StaticDecoder, ids: torch.Tensor, steps: int = 16, attention_mask: torch.Tensor | None = None
@@ -349,13 +360,18 @@ def judge_steps(
     mask = torch.cat([attention_mask.to(decoder.device), torch.ones_like(sequence[:, ids.shape[1] :])], 1)
     positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
 
-    def logits(m: nn.Module) -> torch.Tensor:
-        return m(input_ids=sequence, attention_mask=mask, position_ids=positions, use_cache=False).logits
-
     first = ids.shape[1] - 1
-    expected = logits(model)[:, first:]
-    reference = logits(copy.deepcopy(model).double())[:, first:]
+    logits, inputs = _SequenceLogits(model), [sequence, mask, positions]
+    expected = logits(*inputs)[:, first:]
+    reference = run64(logits, inputs)[:, first:]
+    nudged = run64_perturbed(logits, inputs)
     for k, actual in enumerate(calls):
         where = "StaticDecoder's prefill" if k == 0 else f"StaticDecoder's step {k}"
-        judge_output(expected[:, k], actual, reference[:, k], f"{where} (logits)")
+        judge_output(
+            expected[:, k],
+            actual,
+            reference[:, k],
+            f"{where} (logits)",
+            perturbed=None if nudged is None else nudged[:, first + k],
+        )
     return len(calls)
