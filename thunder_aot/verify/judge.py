@@ -286,9 +286,12 @@ def _floating_tensors(module: torch.nn.Module) -> list[torch.Tensor]:
     return [*module.parameters(), *(b for b in module.buffers() if b.is_floating_point())]
 
 
-def _nudged(t: torch.Tensor, dtype: torch.dtype, generator: torch.Generator) -> torch.Tensor:
-    """``1 + u * eps`` per element of ``t``: ``u`` uniform in [-1, 1), ``eps`` ``dtype``'s."""
-    u = torch.rand(t.shape, generator=generator, dtype=torch.float64).to(t.device)
+def _nudged(t: torch.Tensor, dtype: torch.dtype, generators: dict) -> torch.Tensor:
+    """``1 + u * eps`` per element of ``t``: ``u`` uniform in [-1, 1), ``eps`` ``dtype``'s; drawn
+    where ``t`` lives (a generator per device, seeded with :data:`PERTURBATION_SEED`)."""
+    if t.device not in generators:
+        generators[t.device] = torch.Generator(t.device).manual_seed(PERTURBATION_SEED)
+    u = torch.rand(t.shape, generator=generators[t.device], dtype=torch.float64, device=t.device)
     return 1 + (2 * u - 1) * torch.finfo(dtype).eps
 
 
@@ -306,7 +309,7 @@ def run64_perturbed(
     (:func:`element_bounds`). ``choices``: top-k picks replayed as they are (the nudge may break a
     near tie). ``upcast``: :func:`upcast64` of ``module``, nudged in place and put back (from
     ``module``'s own tensors) before returning. None where the module cannot run so."""
-    generator = torch.Generator().manual_seed(PERTURBATION_SEED)
+    generators: dict = {}
     made = upcast is None
     try:
         upcast = copy.deepcopy(module).to(torch.float64) if made else upcast
@@ -318,9 +321,9 @@ def run64_perturbed(
     try:
         with torch.no_grad():
             for t64, t in pairs:
-                t64.mul_(_nudged(t64, t.dtype, generator))
+                t64.mul_(_nudged(t64, t.dtype, generators))
             inputs64 = [
-                x.double() * _nudged(x, x.dtype, generator) if x.is_floating_point() else x for x in inputs
+                x.double() * _nudged(x, x.dtype, generators) if x.is_floating_point() else x for x in inputs
             ]
             with _StayInFloat64(choices if choices else None, check=False):
                 return upcast(*inputs64)
