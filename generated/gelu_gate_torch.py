@@ -66,7 +66,7 @@ def forward(gate_up):
     program = _dispatch(gate_up)
     if program == 0:
         # serves [s0=1..2048]x2048:bfloat16
-        # fusion0: the source's torch calls (37 prims)
+        # fusion0: the source's torch calls (19 prims)
         # thunder_aot/examples/blocks.py:70: gate, up = gate_up.chunk(2, dim=-1)
         aotFusion0_t0, aotFusion0_t1 = torch.chunk(gate_up, 2, -1)
         # thunder_aot/examples/blocks.py:71: return F.gelu(gate, approximate="tanh") * up

@@ -76,37 +76,19 @@ def fusion0_kernel(gate_up_ptr, t36_out_ptr, N: tl.constexpr, BLOCK: tl.constexp
     t2 = (gate).to(tl.float32)
     t3 = (gate).to(tl.float32)
     t4 = t2 * t3
-    t5 = (t4).to(tl.bfloat16)
-    t6 = (t5).to(tl.float32)
     t7 = (gate).to(tl.float32)
-    t8 = t6 * t7
-    t9 = (t8).to(tl.bfloat16)
+    t8 = t4 * t7
     t10 = (gate).to(tl.float32)
     t11 = 0.5 * t10
-    t12 = (t11).to(tl.bfloat16)
-    t13 = (t9).to(tl.float32)
-    t14 = 0.044715 * t13
-    t15 = (t14).to(tl.bfloat16)
+    t14 = 0.044715 * t8
     t16 = (gate).to(tl.float32)
-    t17 = (t15).to(tl.float32)
-    t18 = t16 + t17
-    t19 = (t18).to(tl.bfloat16)
-    t20 = (t19).to(tl.float32)
-    t21 = 0.7978845608028654 * t20
-    t22 = (t21).to(tl.bfloat16)
-    t23 = (t22).to(tl.float32)
-    t24 = math_tanh(t23)
-    t25 = (t24).to(tl.bfloat16)
-    t26 = (t25).to(tl.float32)
-    t27 = 1.0 + t26
-    t28 = (t27).to(tl.bfloat16)
-    t29 = (t12).to(tl.float32)
-    t30 = (t28).to(tl.float32)
-    t31 = t29 * t30
-    t32 = (t31).to(tl.bfloat16)
-    t33 = (t32).to(tl.float32)
+    t18 = t16 + t14
+    t21 = 0.7978845608028654 * t18
+    t24 = math_tanh(t21)
+    t27 = 1.0 + t24
+    t31 = t11 * t27
     t34 = (up).to(tl.float32)
-    t35 = t33 * t34
+    t35 = t31 * t34
     t36 = (t35).to(tl.bfloat16)
     tl.store(t36_out_ptr + row * N + cols, t36, mask=mask)
 
@@ -156,7 +138,7 @@ def forward(gate_up):
     if program == 0:
         # serves [s0=1..2048]x2048:bfloat16
         s0, t36_shape = sizes
-        # fusion0: slice, slice, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, convert_element_type, add, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, tanh, convert_element_type, convert_element_type, add, convert_element_type, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, convert_element_type, mul, convert_element_type
+        # fusion0: slice, slice, convert_element_type, convert_element_type, mul, convert_element_type, mul, convert_element_type, mul, mul, convert_element_type, add, mul, tanh, add, mul, convert_element_type, mul, convert_element_type
         t36 = (
             empty_strided_cuda(t36_shape, (1024, 1), torch.bfloat16)
             if _device >= 0

@@ -89,7 +89,7 @@ def forward(x, residual, t_norm_weight):
     program = _dispatch(x, residual, t_norm_weight)
     if program == 0:
         # serves 1x[S=1..2048]x2880:bfloat16, 1x[S]x2880:bfloat16
-        # fusion0: the source's torch calls (18 prims)
+        # fusion0: the source's torch calls (17 prims)
         # thunder_aot/examples/blocks.py:33: residual = x + residual
         hidden_states = torch.add(x, residual, alpha=1)
         # thunder_aot/examples/gpt_oss.py:22: hidden_states = hidden_states.to(torch.float32)

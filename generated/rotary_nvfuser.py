@@ -95,15 +95,11 @@ def define_fusion0(fd: FusionDefinition, S: int) -> None:
     t7 = fd.ops.cast(x, DataType.Float)
     t8 = fd.ops.cast(t6, DataType.Float)
     t9 = fd.ops.mul(t7, t8)
-    t10 = fd.ops.cast(t9, DataType.BFloat16)
     t11 = fd.ops.broadcast_in_dim(sin, [1, 8, S, 64], [0, 1, 2, 3])
     t12 = fd.ops.cast(rotated, DataType.Float)
     t13 = fd.ops.cast(t11, DataType.Float)
     t14 = fd.ops.mul(t12, t13)
-    t15 = fd.ops.cast(t14, DataType.BFloat16)
-    t16 = fd.ops.cast(t10, DataType.Float)
-    t17 = fd.ops.cast(t15, DataType.Float)
-    t18 = fd.ops.add(t16, t17)
+    t18 = fd.ops.add(t9, t14)
     t19 = fd.ops.cast(t18, DataType.BFloat16)
     fd.add_output(t19)
 
@@ -187,7 +183,7 @@ def forward(x, cos, sin):
     if program == 0:
         # serves 1x8x[S=1..2048]x64:bfloat16, 1x1x[S]x64:bfloat16, 1x1x[S]x64:bfloat16
         (S,) = sizes
-        # fusion0: slice, convert_element_type, neg, convert_element_type, slice, cat, broadcast_in_dim, convert_element_type, convert_element_type, mul, convert_element_type, broadcast_in_dim, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, convert_element_type, add, convert_element_type
+        # fusion0: slice, convert_element_type, neg, convert_element_type, slice, cat, broadcast_in_dim, convert_element_type, convert_element_type, mul, broadcast_in_dim, convert_element_type, convert_element_type, mul, add, convert_element_type
         (t19,) = (fusion0.by_size.get(S) or fusion0.record(S)).execute([x, cos, sin])
         return t19
 

@@ -106,7 +106,7 @@ def forward(x, cos, sin):
     program = _dispatch(x, cos, sin)
     if program == 0:
         # serves 1x8x[S=1..2048]x64:bfloat16, 1x1x[S]x64:bfloat16, 1x1x[S]x64:bfloat16
-        # fusion0: the source's torch calls (20 prims)
+        # fusion0: the source's torch calls (16 prims)
         # thunder_aot/examples/blocks.py:79: rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
         aotFusion0_t1 = torch.Tensor.__getitem__(x, (..., slice(32, None, None)))
         aotFusion0_t6 = torch.neg(aotFusion0_t1)

@@ -89,14 +89,10 @@ def fusion0_kernel(x_ptr, cos_ptr, sin_ptr, t19_out_ptr, S, _rows, N: tl.constex
     t7 = (x).to(tl.float32)
     t8 = (cos).to(tl.float32)
     t9 = t7 * t8
-    t10 = (t9).to(tl.bfloat16)
     t12 = (rotated).to(tl.float32)
     t13 = (sin).to(tl.float32)
     t14 = t12 * t13
-    t15 = (t14).to(tl.bfloat16)
-    t16 = (t10).to(tl.float32)
-    t17 = (t15).to(tl.float32)
-    t18 = t16 + t17
+    t18 = t9 + t14
     t19 = (t18).to(tl.bfloat16)
     tl.store(t19_out_ptr + row * N + cols, t19, mask=mask)
 
@@ -190,7 +186,7 @@ def forward(x, cos, sin):
     if program == 0:
         # serves 1x8x[S=1..2048]x64:bfloat16, 1x1x[S]x64:bfloat16, 1x1x[S]x64:bfloat16
         S, t19_shape, t19_strides = sizes
-        # fusion0: slice, convert_element_type, neg, convert_element_type, slice, cat, broadcast_in_dim, convert_element_type, convert_element_type, mul, convert_element_type, broadcast_in_dim, convert_element_type, convert_element_type, mul, convert_element_type, convert_element_type, convert_element_type, add, convert_element_type
+        # fusion0: slice, convert_element_type, neg, convert_element_type, slice, cat, broadcast_in_dim, convert_element_type, convert_element_type, mul, broadcast_in_dim, convert_element_type, convert_element_type, mul, add, convert_element_type
         _rows = 8 * S
         t19 = (
             empty_strided_cuda(t19_shape, t19_strides, torch.bfloat16)

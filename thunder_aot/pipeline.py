@@ -19,6 +19,7 @@ from thunder_aot.passes import (
     copies_as_kernels,
     drop_identity_calls,
     drop_no_op_calls,
+    drop_round_trip_casts,
     drop_unobserved_write_backs,
     fills_as_concatenations,
     fuse_moe_routing,
@@ -55,6 +56,7 @@ PASSES = (
     join_regions.PASS,
     transposed_outputs_as_views.PASS,
     topk_as_regions.PASS,
+    drop_round_trip_casts.PASS,
 )
 
 

@@ -37,7 +37,9 @@ class Kernels:
 @dataclass(frozen=True)
 class Pass:
     """One rewrite of a bucket's program. Every pass leaves each value the program computes as
-    eager computes it; it changes only where the values are computed (a kernel or a torch call)."""
+    eager computes it; it changes only where the values are computed (a kernel or a torch call).
+    The one exception, drop_round_trip_casts, keeps a region's intermediates in the wider dtype
+    they were computed in, where Thunder's record rounds and widens them again."""
 
     #: what the pass does, as its module is named
     name: str

@@ -501,10 +501,10 @@ def element_bounds(
 
     The floor of an element is the largest *noise* at the elements no larger than it (and at least
     at the :data:`SMALLEST` smallest that show cancellation, :data:`CANCELLATION_STEPS`): an
-    element's noise is :data:`ERROR_MULTIPLIER` times eager's
-    error there, or :data:`SENSITIVITY_MULTIPLIER` times how far float64 moves there when its inputs
-    and parameters are nudged by a rounding step (``perturbed``: :func:`run64_perturbed`'s outputs),
-    whichever is larger. Where an output holds cancellations (a residual add, a mean subtracted, a
+    element's noise is :data:`ERROR_MULTIPLIER` times eager's error there, or
+    :data:`SENSITIVITY_MULTIPLIER` times how far float64 moves there when its inputs and parameters
+    are nudged by a rounding step (``perturbed``: :func:`run64_perturbed`'s outputs), whichever is
+    larger. Where an output holds cancellations (a residual add, a mean subtracted, a
     matmul's sum), the small elements' noise is set by the larger values that cancelled, so every
     element gets it, also one where eager happened to round exactly; where an output's noise grows
     with its values (a norm, a softmax), an element's floor stays in proportion to it, so a sign
