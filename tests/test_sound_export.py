@@ -310,6 +310,19 @@ for seed in map(int, sys.argv[1:]):
     request = ExportRequest("tests.sound_modules:log_softmax", shapes, backend="triton", verify_seed=seed)
     text = export(request, progress=messages.append)
     print(json.dumps({"seed": seed, "messages": messages, "text": text}))
+# the kernel as Thunder decomposed it, verified under the seeds 0..19: each refuses it
+from thunder_aot.frontend.resolve import resolve_module
+from thunder_aot.shapes import parse_shapes
+from thunder_aot.verify import verify
+kernel = export(ExportRequest("tests.sound_modules:log_softmax", shapes, backend="triton"), verify=False)
+module = resolve_module("tests.sound_modules:log_softmax")
+refused = []
+for seed in range(20):
+    try:
+        verify(kernel, module, parse_shapes(shapes), type(module).__name__, seed=seed)
+    except Exception as e:
+        refused += [seed] if "non-finite values differ" in str(e) else []
+print(json.dumps({"refused": refused}))
 """
 
 
@@ -317,8 +330,9 @@ def test_a_region_verification_refuses_as_decomposed_runs_as_its_source_calls():
     """log_softmax's decomposition differs from eager on a row holding +inf: export keeps the user's
     own call for that region, says so with the refusal, and the module is eager's there. Whatever the
     verification seed: +inf stands alone in a row in one of verification's calls (seeds 5 and 6 once
-    put it only in rows that also held NaN, and the region was not given up). The Triton backend
-    (its interpreter); the torch backend writes the user's calls from the start."""
+    put it only in rows that also held NaN, and the region was not given up): four seeds export, and
+    the decomposed kernel is refused under each of the seeds 0..19. The Triton backend (its
+    interpreter); the torch backend writes the user's calls from the start."""
     seeds = [0, 5, 6, 13]
     done = subprocess.run(
         [sys.executable, "-c", DEMOTED_UNDER_SEEDS, *map(str, seeds)],
@@ -328,7 +342,8 @@ def test_a_region_verification_refuses_as_decomposed_runs_as_its_source_calls():
         text=True,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    *results, last = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert last["refused"] == list(range(20))  # the decomposed kernel, under every seed of 0..19
     assert [r["seed"] for r in results] == seeds
     for r in results:
         (said,) = [m for m in r["messages"] if "run as their source's torch calls instead" in m]
