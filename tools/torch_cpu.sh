@@ -2,7 +2,7 @@
 # bench/results/torch-cpu.md: the torch backend's modules against eager on this machine's CPU, per
 # call (issue 44: a torch module runs the source's own calls, so it is never slower than eager).
 # Usage, from the project root with the project installed (make setup):
-#   bash tools/torch_cpu.sh [OUT.md]    (default bench/results/torch-cpu.md)
+#   [ROUNDS=9] bash tools/torch_cpu.sh [OUT.md]    (default bench/results/torch-cpu.md)
 set -euo pipefail
 out=${1:-bench/results/torch-cpu.md}
 python=${PYTHON:-.venv/bin/python}
@@ -27,7 +27,7 @@ commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 } > "$tmp/page.md"
 for case in "${cases[@]}"; do
   IFS='|' read -r name source shapes sizes <<< "$case"
-  cmd=(thunder-aot bench "$source" --shapes "$shapes" --backends torch --device cpu --sizes "$sizes" --rounds 3 --skip thunder.jit)
+  cmd=(thunder-aot bench "$source" --shapes "$shapes" --backends torch --device cpu --sizes "$sizes" --rounds "${ROUNDS:-9}" --skip thunder.jit)
   "$python" -m thunder_aot "${cmd[@]:1}" --out "$tmp/$name" > /dev/null
   { echo "## $name"; echo; echo "    $(printf '%q ' "${cmd[@]}")"; echo; sed -n '/^|/,$p' "$tmp/$name/bench.md"; echo; } >> "$tmp/page.md"
 done
