@@ -301,8 +301,9 @@ def test_static_decoder_refuses_bad_calls_in_one_line(tiny_llama):
 
 
 def _family_causal_lm(family: str):
-    """fp32 causal LMs of three families at test size: Llama (sdpa), Qwen2 (biased q/k/v; sdpa) and
-    GPT-OSS (eager attention, sinks, sliding windows of 8 between full layers, routed experts)."""
+    """fp32 causal LMs at test size: Llama (sdpa), Qwen2 (biased q/k/v; sdpa), GPT-OSS (eager
+    attention, sinks, sliding windows of 8 between full layers, routed experts) and Gemma 3 (a
+    sliding layer and a full one, each with its own rotary embedding)."""
     from thunder_aot.examples import hf
 
     if family == "llama":
@@ -311,9 +312,42 @@ def _family_causal_lm(family: str):
         from transformers import Qwen2Config, Qwen2ForCausalLM
 
         return hf._randomize(Qwen2ForCausalLM(hf._small_config(Qwen2Config)), 41).eval()
+    if family == "gemma3":  # a rotary embedding per layer type (local base 1e4, global 1e6)
+        from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+        config = hf._small_config(
+            Gemma3TextConfig,
+            head_dim=64,
+            sliding_window=4,
+            layer_types=["sliding_attention", "full_attention"],
+            pad_token_id=0,
+            bos_token_id=1,
+            eos_token_id=2,
+        )
+        return hf._randomize(Gemma3ForCausalLM(config), 42).eval()
     model = hf.gpt_oss_small_causal_lm().float().eval()
     model.config._experts_implementation = "eager"  # (torch's grouped matmul takes bf16 on the CPU)
     return model
+
+
+def test_a_rotary_per_layer_type_reaches_each_layer_its_own():
+    """Gemma 3 (and OLMo 3) have a rotary embedding per layer type, called with the layer type:
+    StaticDecoder keeps a table per kind and gives each layer its own. Its logits are judged against
+    the model in float64 (judge_steps); given the sliding layer's table, the full layer errs and
+    is refused."""
+    pytest.importorskip("transformers")
+    from thunder_aot.integrations.transformers import StaticDecoder, judge_steps, rotary_kinds
+
+    model = _family_causal_lm("gemma3")
+    assert rotary_kinds(model) == ["sliding_attention", "full_attention"]
+    decoder = StaticDecoder(model, None, max_len=24)
+    local, full = decoder.rope_tables["sliding_attention"], decoder.rope_tables["full_attention"]
+    assert not torch.allclose(local[0], full[0])  # other bases: a mix-up would show
+    ids = torch.randint(0, model.config.vocab_size, (1, 9), generator=torch.Generator().manual_seed(3))
+    assert judge_steps(decoder, ids, steps=6) == 7
+    decoder.rope_tables["full_attention"] = local
+    with pytest.raises(ExportError, match="error against float64"):
+        judge_steps(decoder, ids, steps=6)
 
 
 @pytest.mark.traces  # whole models generate 256 tokens five times each: the full tier

@@ -14,7 +14,6 @@ does not import transformers (an optional dependency: the ``hf`` extra).
 from __future__ import annotations
 
 from thunder_aot.integrations.transformers.adapters import (
-    STATIC_ROPE_TYPES,
     LastTokenLogits,
     LayerAdapter,
     LayerStack,
@@ -42,10 +41,12 @@ from thunder_aot.integrations.transformers.export_wrappers import (
     StepCache,
     prefill_call,
 )
+from thunder_aot.integrations.transformers.rotary import STATIC_ROPE_TYPES, rotary_kinds
 
 __all__ = [
     "LAYER_CALLS",
     "STATIC_ROPE_TYPES",
+    "rotary_kinds",
     "DecoderLayerCacheCall",
     "DecoderLayerCall",
     "DecoderLayerMaskCall",

@@ -35,12 +35,12 @@ from thunder_aot.integrations.transformers.export_wrappers import (
     DecoderLayerStaticCacheCall,
     DecoderStackCall,
 )
+from thunder_aot.integrations.transformers.rotary import rotary_call, rotary_kinds, static_rope
 from thunder_aot.runtime import NoBucketError, adopt_state
 from thunder_aot.runtime.specs import bucket_specs
 from thunder_aot.verify.judge import check_outputs
 
 __all__ = [
-    "STATIC_ROPE_TYPES",
     "LastTokenLogits",
     "LayerAdapter",
     "LayerStack",
@@ -242,11 +242,6 @@ def contiguous_rotary(
     return entry[1]
 
 
-#: transformers rotary types whose tables do not depend on the sequence length: position p's cos and
-#: sin are the same in every forward, so a longer table's prefix serves a shorter forward
-STATIC_ROPE_TYPES = frozenset({"default", "linear", "llama3", "yarn"})
-
-
 class LayerStack(nn.Module):
     """:class:`DecoderStackCall`'s forward with each decoder layer run by a module generated from
     :class:`DecoderLayerCall` or :class:`DecoderLayerMaskCall` (one export of one layer serves every
@@ -291,8 +286,9 @@ class LayerStack(nn.Module):
         self.__dict__["layers"] = (
             layers if cuda_graphs is None else [g.cuda_graphs(cuda_graphs) for g in layers]
         )
-        self.static_rope = getattr(base.rotary_emb, "rope_type", "default") in STATIC_ROPE_TYPES
-        self._tables: dict[tuple[torch.device, torch.dtype], tuple[torch.Tensor, torch.Tensor]] = {}
+        #: each layer's rotary kind (its layer type where the model has a rotary embedding per type)
+        self.rope_kinds = rotary_kinds(model)
+        self._tables: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
         #: each layer's sliding window (None: full causal attention); None for layers without a mask input
         self.windows: list[int | None] | None = (
             layer_windows(model.config) if call is DecoderLayerMaskCall else None
@@ -304,20 +300,24 @@ class LayerStack(nn.Module):
         self.mask_dtype = _mask_dtype(generated_class) if call is DecoderLayerMaskCall else None
         self._masks: collections.OrderedDict[tuple, torch.Tensor] = collections.OrderedDict()
 
-    def rotary(self, inputs_embeds: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos and sin for positions ``0 .. seq - 1`` (``[1, seq, rotary width]``, contiguous)."""
+    def rotary(
+        self, inputs_embeds: torch.Tensor, kind: str | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sin for positions ``0 .. seq - 1`` (``[1, seq, rotary width]``, contiguous), for
+        layers of rotary ``kind`` (:mod:`.rotary`)."""
         length = inputs_embeds.shape[1]
-        if not self.static_rope:
+        rotary = self.__dict__["rotary_emb"]
+        if not static_rope(rotary, kind):
             positions = torch.arange(length, device=inputs_embeds.device).unsqueeze(0)
-            return contiguous_rotary(self.__dict__["rotary_emb"](inputs_embeds, positions))
-        key = (inputs_embeds.device, inputs_embeds.dtype)
+            return contiguous_rotary(rotary_call(rotary, inputs_embeds, positions, kind))
+        key = (inputs_embeds.device, inputs_embeds.dtype, kind)
         table = self._tables.get(key)
         if table is None or table[0].shape[1] < length:
             size = 1 << max(length - 1, 1).bit_length()  # grown to a power of two: few recomputations
             positions = torch.arange(size, device=inputs_embeds.device).unsqueeze(0)
+            probe = inputs_embeds[:1, :1].expand(1, size, -1)
             table = self._tables[key] = tuple(
-                t.contiguous()
-                for t in self.__dict__["rotary_emb"](inputs_embeds[:1, :1].expand(1, size, -1), positions)
+                t.contiguous() for t in rotary_call(rotary, probe, positions, kind)
             )
         return table[0][:, :length], table[1][:, :length]
 
@@ -343,15 +343,15 @@ class LayerStack(nn.Module):
     def forward(self, inputs_embeds: torch.Tensor) -> torch.Tensor:
         if inputs_embeds.shape[0] != 1:
             raise NoBucketError("LayerStack: the rotary table serves a batch of one")
-        cos, sin = self.rotary(inputs_embeds)
+        ropes = {kind: self.rotary(inputs_embeds, kind) for kind in dict.fromkeys(self.rope_kinds)}
         hidden_states = inputs_embeds
         if self.windows is None:
-            for layer in self.__dict__["layers"]:
-                hidden_states = layer(hidden_states, cos, sin)
+            for layer, kind in zip(self.__dict__["layers"], self.rope_kinds):
+                hidden_states = layer(hidden_states, *ropes[kind])
         else:
             masks = self.masks(inputs_embeds)
-            for layer, window in zip(self.__dict__["layers"], self.windows):
-                hidden_states = layer(hidden_states, cos, sin, masks[window])
+            for layer, window, kind in zip(self.__dict__["layers"], self.windows, self.rope_kinds):
+                hidden_states = layer(hidden_states, *ropes[kind], masks[window])
         return self.__dict__["lm_head"](self.__dict__["norm"](hidden_states[:, -1:, :]))
 
 

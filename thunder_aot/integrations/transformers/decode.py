@@ -21,13 +21,10 @@ from torch import nn
 from thunder_aot.integrations.transformers.attention import as_mask, layer_windows, mask_dtype, slot_mask
 from thunder_aot.integrations.transformers.cache_slots import static_mask_dtype
 from thunder_aot.integrations.transformers.export_wrappers import LAYER_CALLS, DecoderLayerStaticCacheCall
+from thunder_aot.integrations.transformers.rotary import rotary_call, rotary_kinds, static_rope
 from thunder_aot.verify.judge import judge_output, run64, run64_perturbed
 
 __all__ = ["StaticDecoder", "judge_steps", "kv_cache_dims", "rope_width"]
-
-#: transformers' rotary types whose cos and sin at a position do not depend on the call's other
-#: positions (``dynamic`` and ``longrope`` rescale by the longest)
-STATIC_ROPE_TYPES = frozenset({"default", "linear", "llama3", "yarn"})
 
 
 def kv_cache_dims(config) -> tuple[int, int]:
@@ -39,13 +36,15 @@ def kv_cache_dims(config) -> tuple[int, int]:
 
 def rope_width(model: nn.Module) -> int:
     """The width of the cos and sin that ``model``'s rotary embedding gives (a head's width for most
-    families, half of it for GPT-OSS): the rotary inputs of its decoder layers, read off one call."""
+    families, half of it for GPT-OSS): the rotary inputs of its decoder layers, read off one call
+    (for the first layer's rotary kind, :mod:`.rotary`)."""
     base = model.model
     dtype = next(model.parameters()).dtype
     device = next(model.parameters()).device
     with torch.no_grad():
         probe = torch.zeros(1, 1, 1, dtype=dtype, device=device)
-        cos, _ = base.rotary_emb(probe, torch.zeros(1, 1, dtype=torch.long, device=device))
+        positions = torch.zeros(1, 1, dtype=torch.long, device=device)
+        cos, _ = rotary_call(base.rotary_emb, probe, positions, rotary_kinds(model)[0])
     return cos.shape[-1]
 
 
@@ -126,9 +125,11 @@ class StaticDecoder:
         #: slot l of sequence b holds one of its tokens
         self.valid = torch.zeros(batch_size, max_len, dtype=torch.bool, device=self.device)
         self.slots = torch.arange(max_len, device=self.device)
-        #: every position's rotary cos and sin (``[max_len, head_dim]``), where the model's rotary
-        #: embedding does not depend on the positions a call holds; None: computed per call
-        self.rope_table = self._rope_table(model, max_len)
+        #: each layer's rotary kind (its layer type where the model has a rotary embedding per type)
+        self.rope_kinds = rotary_kinds(model)
+        #: per rotary kind, every position's cos and sin (``[max_len, head_dim]``), where the model's
+        #: rotary embedding does not depend on the positions a call holds; None: computed per call
+        self.rope_tables = {kind: self._rope_table(max_len, kind) for kind in dict.fromkeys(self.rope_kinds)}
         #: the decode step's inputs and output (static: a captured graph reads and writes these)
         self.tokens = torch.zeros(batch_size, 1, dtype=torch.long, device=self.device)
         self.start = torch.zeros(1, dtype=torch.long, device=self.device)
@@ -142,26 +143,32 @@ class StaticDecoder:
 
     # -- the computation ------------------------------------------------------------------------
 
-    def _rope_table(self, model: nn.Module, max_len: int) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """The rotary embedding's cos and sin at positions ``0 .. max_len - 1``, computed once by the
-        model's own rotary module (the values a call at those positions gets: each is one product
-        of a frequency and a position, then cos and sin); None for rotary types that rescale with
-        the longest position of a call (dynamic NTK, LongRoPE)."""
+    def _rope_table(self, max_len: int, kind: str | None) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The rotary embedding's cos and sin for layers of ``kind`` at positions ``0 .. max_len -
+        1``, computed once by the model's own rotary module (the values a call at those positions
+        gets: each is one product of a frequency and a position, then cos and sin); None for rotary
+        types that rescale with the longest position of a call (dynamic NTK, LongRoPE)."""
         rotary = self.base.rotary_emb
-        if getattr(rotary, "rope_type", "default") not in STATIC_ROPE_TYPES:
+        if not static_rope(rotary, kind):
             return None
         positions = torch.arange(max_len, device=self.device)[None]
         probe = torch.zeros(1, max_len, 1, dtype=self.dtype, device=self.device)
         with torch.no_grad():
-            cos, sin = rotary(probe, positions)
+            cos, sin = rotary_call(rotary, probe, positions, kind)
         return cos[0].contiguous(), sin[0].contiguous()
 
-    def _rope(self, hidden: torch.Tensor, rope_positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        if self.rope_table is None:
-            cos, sin = self.base.rotary_emb(hidden, rope_positions)
-            return cos.contiguous(), sin.contiguous()
-        cos, sin = self.rope_table
-        return cos[rope_positions], sin[rope_positions]
+    def _rope(
+        self, hidden: torch.Tensor, rope_positions: torch.Tensor
+    ) -> dict[str | None, tuple[torch.Tensor, torch.Tensor]]:
+        """Each rotary kind's cos and sin at ``rope_positions``."""
+        ropes = {}
+        for kind, table in self.rope_tables.items():
+            if table is None:
+                cos, sin = rotary_call(self.base.rotary_emb, hidden, rope_positions, kind)
+                ropes[kind] = cos.contiguous(), sin.contiguous()
+            else:
+                ropes[kind] = table[0][rope_positions], table[1][rope_positions]
+        return ropes
 
     def _masks(
         self, start: torch.Tensor, seq: int, valid: torch.Tensor, step: bool = False
@@ -190,10 +197,12 @@ class StaticDecoder:
         """The last position's logits of ``ids`` (``[batch, seq]``, the sequences ``rows``) written at
         slots ``start ..`` (``step``: a decode step of the whole batch)."""
         hidden = self.base.embed_tokens(ids)
-        cos, sin = self._rope(hidden, rope_positions)
+        ropes = self._rope(hidden, rope_positions)
         masks = self._masks(start, ids.shape[1], self.valid[rows], step)
-        for layer, keys, values, window in zip(self.layers, self.keys, self.values, self.windows):
-            hidden = layer(hidden, cos, sin, keys[rows], values[rows], start, masks[window])
+        for layer, keys, values, window, kind in zip(
+            self.layers, self.keys, self.values, self.windows, self.rope_kinds
+        ):
+            hidden = layer(hidden, *ropes[kind], keys[rows], values[rows], start, masks[window])
         return self.model.lm_head(self.base.norm(hidden[:, -1:, :]))[:, 0]
 
     def _step(self) -> None:
