@@ -302,8 +302,9 @@ def test_static_decoder_refuses_bad_calls_in_one_line(tiny_llama):
 
 def _family_causal_lm(family: str):
     """fp32 causal LMs at test size: Llama (sdpa), Qwen2 (biased q/k/v; sdpa), GPT-OSS (eager
-    attention, sinks, sliding windows of 8 between full layers, routed experts) and Gemma 3 (a
-    sliding layer and a full one, each with its own rotary embedding)."""
+    attention, sinks, sliding windows of 8 between full layers, routed experts), Phi (a final
+    layernorm, half a head rotated) and Gemma 3 (a sliding layer and a full one, each with its own
+    rotary embedding)."""
     from thunder_aot.examples import hf
 
     if family == "llama":
@@ -312,6 +313,11 @@ def _family_causal_lm(family: str):
         from transformers import Qwen2Config, Qwen2ForCausalLM
 
         return hf._randomize(Qwen2ForCausalLM(hf._small_config(Qwen2Config)), 41).eval()
+    if family == "phi":  # a final_layernorm, not a norm; rotary over part of a head
+        from transformers import PhiConfig, PhiForCausalLM
+
+        config = hf._small_config(PhiConfig, partial_rotary_factor=0.5, bos_token_id=1, eos_token_id=2)
+        return hf._randomize(PhiForCausalLM(config), 43).eval()
     if family == "gemma3":  # a rotary embedding per layer type (local base 1e4, global 1e6)
         from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 
@@ -348,6 +354,21 @@ def test_a_rotary_per_layer_type_reaches_each_layer_its_own():
     decoder.rope_tables["full_attention"] = local
     with pytest.raises(ExportError, match="error against float64"):
         judge_steps(decoder, ids, steps=6)
+
+
+def test_a_final_layernorm_and_a_partial_rotary_decode_as_the_model_does():
+    """Phi names its final norm final_layernorm and rotates half of each head: StaticDecoder takes
+    the norm by either name, and its logits pass judge_steps against the model in float64."""
+    pytest.importorskip("transformers")
+    from thunder_aot.integrations.transformers import StaticDecoder, judge_steps
+    from thunder_aot.integrations.transformers.decode import kv_cache_dims, rope_width
+
+    model = _family_causal_lm("phi")
+    assert rope_width(model) == kv_cache_dims(model.config)[1] // 2
+    decoder = StaticDecoder(model, None, max_len=24)
+    assert decoder.norm is model.model.final_layernorm
+    ids = torch.randint(0, model.config.vocab_size, (1, 9), generator=torch.Generator().manual_seed(4))
+    assert judge_steps(decoder, ids, steps=6) == 7
 
 
 @pytest.mark.traces  # whole models generate 256 tokens five times each: the full tier

@@ -35,7 +35,7 @@ from thunder_aot.integrations.transformers.export_wrappers import (
     DecoderLayerStaticCacheCall,
     DecoderStackCall,
 )
-from thunder_aot.integrations.transformers.rotary import rotary_call, rotary_kinds, static_rope
+from thunder_aot.integrations.transformers.rotary import final_norm, rotary_call, rotary_kinds, static_rope
 from thunder_aot.runtime import NoBucketError, adopt_state
 from thunder_aot.runtime.specs import bucket_specs
 from thunder_aot.verify.judge import check_outputs
@@ -280,7 +280,7 @@ class LayerStack(nn.Module):
                 "expected a class generated from DecoderLayerMaskCall"
             )
         self.__dict__["rotary_emb"] = base.rotary_emb
-        self.__dict__["norm"] = base.norm
+        self.__dict__["norm"] = final_norm(base)
         self.__dict__["lm_head"] = model.lm_head
         layers = [generated_class.from_module(call(layer)) for layer in base.layers]
         self.__dict__["layers"] = (

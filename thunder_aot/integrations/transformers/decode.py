@@ -21,7 +21,7 @@ from torch import nn
 from thunder_aot.integrations.transformers.attention import as_mask, layer_windows, mask_dtype, slot_mask
 from thunder_aot.integrations.transformers.cache_slots import static_mask_dtype
 from thunder_aot.integrations.transformers.export_wrappers import LAYER_CALLS, DecoderLayerStaticCacheCall
-from thunder_aot.integrations.transformers.rotary import rotary_call, rotary_kinds, static_rope
+from thunder_aot.integrations.transformers.rotary import final_norm, rotary_call, rotary_kinds, static_rope
 from thunder_aot.verify.judge import judge_output, run64, run64_perturbed
 
 __all__ = ["StaticDecoder", "judge_steps", "kv_cache_dims", "rope_width"]
@@ -50,7 +50,8 @@ def rope_width(model: nn.Module) -> int:
 
 class StaticDecoder:
     """Greedy decoding of ``model`` (a transformers decoder-only causal LM with the Llama layout:
-    ``model.model.embed_tokens``, ``.rotary_emb``, ``.layers``, ``.norm`` and ``model.lm_head``) for
+    ``model.model.embed_tokens``, ``.rotary_emb``, ``.layers``, ``.norm`` (or ``.final_layernorm``)
+    and ``model.lm_head``) for
     ``batch_size`` sequences of up to ``max_len`` tokens, prompt included.
 
     ``generated_class``: a class generated from ``DecoderLayerStaticCacheCall`` (its buckets must
@@ -85,11 +86,12 @@ class StaticDecoder:
                 ("model.embed_tokens", base),
                 ("model.rotary_emb", base),
                 ("model.layers", base),
-                ("model.norm", base),
                 ("lm_head", model),
             )
             if not hasattr(owner, name.rsplit(".", 1)[-1])
         ]
+        if base is not None and final_norm(base) is None:
+            missing.append("model.norm (or model.final_layernorm)")
         if missing:
             raise TypeError(
                 f"StaticDecoder: {type(model).__name__} lacks {', '.join(missing)} "
@@ -103,7 +105,7 @@ class StaticDecoder:
                 f"got {max_len!r} and {batch_size!r}"
             )
         config = model.config
-        self.model, self.base = model, base
+        self.model, self.base, self.norm = model, base, final_norm(base)
         self.max_len, self.batch_size = max_len, batch_size
         weight = next(model.parameters())
         self.device, self.dtype = weight.device, weight.dtype
@@ -203,7 +205,7 @@ class StaticDecoder:
             self.layers, self.keys, self.values, self.windows, self.rope_kinds
         ):
             hidden = layer(hidden, *ropes[kind], keys[rows], values[rows], start, masks[window])
-        return self.model.lm_head(self.base.norm(hidden[:, -1:, :]))[:, 0]
+        return self.model.lm_head(self.norm(hidden[:, -1:, :]))[:, 0]
 
     def _step(self) -> None:
         self.valid.index_fill_(1, self.start, True)

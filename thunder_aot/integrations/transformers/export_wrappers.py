@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from thunder_aot.integrations.transformers.attention import attention_implementation, needs_mask
+from thunder_aot.integrations.transformers.rotary import final_norm, rotary_call, rotary_kinds
 
 __all__ = [
     "LAYER_CALLS",
@@ -233,9 +234,10 @@ class DecoderStackCall(nn.Module):
     def forward(self, inputs_embeds: torch.Tensor) -> torch.Tensor:
         base = self.model.model
         positions = torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device).unsqueeze(0)
-        position_embeddings = base.rotary_emb(inputs_embeds, positions)
+        kinds = rotary_kinds(self.model)
+        ropes = {k: rotary_call(base.rotary_emb, inputs_embeds, positions, k) for k in dict.fromkeys(kinds)}
         hidden_states = inputs_embeds
-        for layer in base.layers:
-            out = layer(hidden_states, attention_mask=None, position_embeddings=position_embeddings)
+        for layer, kind in zip(base.layers, kinds):
+            out = layer(hidden_states, attention_mask=None, position_embeddings=ropes[kind])
             hidden_states = out[0] if isinstance(out, tuple) else out
-        return self.model.lm_head(base.norm(hidden_states)[:, -1:, :])
+        return self.model.lm_head(final_norm(base)(hidden_states)[:, -1:, :])

@@ -1,4 +1,5 @@
-"""Which rotary embedding each decoder layer of a transformers causal LM reads, and how to call it.
+"""Which rotary embedding each decoder layer of a transformers causal LM reads, and how to call it;
+and which module is its final norm (:func:`final_norm`).
 
 Most families have one rotary embedding for every layer: ``model.model.rotary_emb(x, positions)``.
 Some (Gemma 3, OLMo 3, ModernBERT's decoder) have one per layer type, with its own base frequency:
@@ -48,3 +49,15 @@ def static_rope(rotary: nn.Module, kind: str | None) -> bool:
     if isinstance(rope_type, dict):  # one per layer type
         rope_type = rope_type.get(kind, "default")
     return rope_type in STATIC_ROPE_TYPES
+
+
+#: the names transformers gives a decoder-only model's final norm (``norm`` in the Llama layout;
+#: ``final_layernorm`` in Phi's and Persimmon's)
+FINAL_NORMS = ("norm", "final_layernorm")
+
+
+def final_norm(base: nn.Module) -> nn.Module | None:
+    """The final norm of ``base`` (a causal LM's ``model``), None where it has none by those names."""
+    return next(
+        (getattr(base, n) for n in FINAL_NORMS if isinstance(getattr(base, n, None), nn.Module)), None
+    )
