@@ -284,6 +284,7 @@ def test_static_decoder_refuses_bad_calls_in_one_line(tiny_llama):
         (lambda: decoder.prefill(torch.ones(1, 8, dtype=torch.long)), "does not fit max_len 8"),
         (lambda: decoder.generate(torch.ones(1, 4, dtype=torch.long), 5), "exceed max_len 8"),
         (lambda: StaticDecoder(tiny_llama, nn.Linear, max_len=8), "DecoderLayerStaticCacheCall"),
+        (lambda: StaticDecoder(tiny_llama, {"full_attention": nn.Linear}), "dict of them by layer type"),
         (lambda: StaticDecoder(nn.Linear(2, 2), None), "Llama layout"),
         (lambda: decoder.insert(3, torch.ones(2, dtype=torch.long)), r"row in 0\.\.0"),
         (lambda: decoder.insert(0, torch.ones(2, dtype=torch.long)), "prefill a new batch instead"),
@@ -369,6 +370,33 @@ def test_a_final_layernorm_and_a_partial_rotary_decode_as_the_model_does():
     assert decoder.norm is model.model.final_layernorm
     ids = torch.randint(0, model.config.vocab_size, (1, 9), generator=torch.Generator().manual_seed(4))
     assert judge_steps(decoder, ids, steps=6) == 7
+
+
+@pytest.mark.traces
+def test_static_decoder_takes_a_generated_class_per_layer_type():
+    """Gemma 3's sliding and full layers differ in a setting export records (``is_sliding``): one
+    export serves one type, and StaticDecoder takes a class per layer type (the torch backend here);
+    its logits pass judge_steps and its 20 greedy tokens are generate's."""
+    from thunder_aot import export as thunder_aot_export
+    from thunder_aot.examples.hf import static_cache_shapes
+    from thunder_aot.integrations.transformers import DecoderLayerStaticCacheCall, StaticDecoder, judge_steps
+    from thunder_aot.integrations.transformers.decode import kv_cache_dims, rope_width
+
+    model = _family_causal_lm("gemma3")
+    kv_heads, head_dim = kv_cache_dims(model.config)
+    hidden, rope = model.config.hidden_size, rope_width(model)
+    shapes = static_cache_shapes(hidden, kv_heads, head_dim, "fp32", batch=1, prefill=16, rope_dim=rope)
+    classes = {}
+    for k, kind in enumerate(model.config.layer_types):
+        text = thunder_aot_export(DecoderLayerStaticCacheCall(model.model.layers[k]), shapes, backend="torch")
+        classes[kind] = load_module_from_text(text, f"static_gemma3_{kind}").DecoderLayerStaticCacheCall
+    with pytest.raises(ValueError, match="is_sliding"):  # one type's class for every layer
+        StaticDecoder(model, classes["sliding_attention"], max_len=64)
+    with pytest.raises(TypeError, match="no generated class for layer type"):
+        StaticDecoder(model, {"sliding_attention": classes["sliding_attention"]}, max_len=64)
+    ids = torch.randint(0, model.config.vocab_size, (1, 9), generator=torch.Generator().manual_seed(4))
+    assert judge_steps(StaticDecoder(model, classes, max_len=64), ids, steps=6) == 7
+    assert torch.equal(StaticDecoder(model, classes, max_len=64).generate(ids, 20), _generate(model, ids, 20))
 
 
 @pytest.mark.traces  # whole models generate 256 tokens five times each: the full tier

@@ -48,6 +48,26 @@ def rope_width(model: nn.Module) -> int:
     return cos.shape[-1]
 
 
+def _generated_layers(layers: list, classes: dict, config) -> list:
+    """Each layer as the generated class of its layer type (``classes``: by ``config.layer_types``
+    entry, or one class under None for every layer)."""
+    if None in classes:
+        return [classes[None].from_module(layer) for layer in layers]
+    types = list(getattr(config, "layer_types", None) or [])
+    if len(types) != len(layers):
+        raise TypeError(
+            f"StaticDecoder: generated classes by layer type need config.layer_types for each of the "
+            f"{len(layers)} layers, got {len(types)}"
+        )
+    missing = sorted(set(types) - set(classes))
+    if missing:
+        raise TypeError(
+            f"StaticDecoder: no generated class for layer type(s) {', '.join(missing)}; "
+            f"got {', '.join(sorted(classes))}"
+        )
+    return [classes[t].from_module(layer) for t, layer in zip(types, layers)]
+
+
 class StaticDecoder:
     """Greedy decoding of ``model`` (a transformers decoder-only causal LM with the Llama layout:
     ``model.model.embed_tokens``, ``.rotary_emb``, ``.layers``, ``.norm`` (or ``.final_layernorm``)
@@ -55,7 +75,9 @@ class StaticDecoder:
     ``batch_size`` sequences of up to ``max_len`` tokens, prompt included.
 
     ``generated_class``: a class generated from ``DecoderLayerStaticCacheCall`` (its buckets must
-    serve this batch size, ``max_len``, the decode step and the prefill lengths), or None to run the
+    serve this batch size, ``max_len``, the decode step and the prefill lengths), or a dict of them
+    by layer type (``config.layer_types``: a model whose sliding and full layers differ in a setting
+    the export recorded, as Gemma 3's ``is_sliding``, needs an export of each), or None to run the
     model's own layers through the same call. ``cuda_graph``: capture the decode step (default: on
     CUDA). The model is used, not copied; its weights are shared.
 
@@ -67,18 +89,20 @@ class StaticDecoder:
     def __init__(
         self,
         model: nn.Module,
-        generated_class: type | None = None,
+        generated_class: type | dict[str, type] | None = None,
         max_len: int = 2048,
         batch_size: int = 1,
         cuda_graph: bool | None = None,
     ) -> None:
-        if generated_class is not None and LAYER_CALLS.get(generated_class.__name__) is not (
-            DecoderLayerStaticCacheCall
-        ):
-            raise TypeError(
-                "StaticDecoder: expected a class generated from DecoderLayerStaticCacheCall, "
-                f"got {generated_class.__name__}"
-            )
+        classes = generated_class if isinstance(generated_class, dict) else {None: generated_class}
+        for cls in classes.values():
+            if cls is not None and LAYER_CALLS.get(getattr(cls, "__name__", None)) is not (
+                DecoderLayerStaticCacheCall
+            ):
+                raise TypeError(
+                    "StaticDecoder: expected a class generated from DecoderLayerStaticCacheCall "
+                    f"(or a dict of them by layer type), got {getattr(cls, '__name__', repr(cls))}"
+                )
         base = getattr(model, "model", None)
         missing = [
             name
@@ -113,7 +137,7 @@ class StaticDecoder:
         if self.cuda_graph and self.device.type != "cuda":
             raise ValueError("StaticDecoder: cuda_graph=True needs the model on a CUDA device")
         layers = [DecoderLayerStaticCacheCall(layer) for layer in base.layers]
-        self.layers = layers if generated_class is None else [generated_class.from_module(c) for c in layers]
+        self.layers = layers if generated_class is None else _generated_layers(layers, classes, config)
         kv_heads, head_dim = kv_cache_dims(config)
         shape = (batch_size, kv_heads, max_len, head_dim)
         self.keys = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in layers]
@@ -123,7 +147,9 @@ class StaticDecoder:
             self.windows = [None] * len(layers)
         #: the layers' mask dtype: the generated class's (its decode bucket's mask input), else the
         #: model's (bool for sdpa, additive for eager attention)
-        self.mask_dtype = mask_dtype(model) if generated_class is None else static_mask_dtype(generated_class)
+        self.mask_dtype = (
+            mask_dtype(model) if generated_class is None else static_mask_dtype(next(iter(classes.values())))
+        )
         #: slot l of sequence b holds one of its tokens
         self.valid = torch.zeros(batch_size, max_len, dtype=torch.bool, device=self.device)
         self.slots = torch.arange(max_len, device=self.device)
