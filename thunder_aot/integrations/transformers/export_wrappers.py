@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from thunder_aot.integrations.transformers.attention import attention_implementation, needs_mask
-from thunder_aot.integrations.transformers.rotary import final_norm, rotary_call, rotary_kinds
+from thunder_aot.integrations.transformers.rotary import final_norm_name, rotary_call, rotary_kinds
 
 __all__ = [
     "LAYER_CALLS",
@@ -230,14 +230,20 @@ class DecoderStackCall(nn.Module):
                 "DecoderLayerMaskCall and run the stack with LayerStack"
             )
         self.model = model
+        # read here, not in forward (which Thunder traces): each layer's rotary kind, the kinds
+        # once each, and the final norm's attribute name
+        self.rope_kinds = tuple(rotary_kinds(model))
+        self.distinct_kinds = tuple(dict.fromkeys(self.rope_kinds))
+        self.norm_name = final_norm_name(model.model)
 
     def forward(self, inputs_embeds: torch.Tensor) -> torch.Tensor:
         base = self.model.model
         positions = torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device).unsqueeze(0)
-        kinds = rotary_kinds(self.model)
-        ropes = {k: rotary_call(base.rotary_emb, inputs_embeds, positions, k) for k in dict.fromkeys(kinds)}
+        ropes = {}
+        for kind in self.distinct_kinds:
+            ropes[kind] = rotary_call(base.rotary_emb, inputs_embeds, positions, kind)
         hidden_states = inputs_embeds
-        for layer, kind in zip(base.layers, kinds):
+        for layer, kind in zip(base.layers, self.rope_kinds):
             out = layer(hidden_states, attention_mask=None, position_embeddings=ropes[kind])
             hidden_states = out[0] if isinstance(out, tuple) else out
-        return self.model.lm_head(final_norm(base)(hidden_states)[:, -1:, :])
+        return self.model.lm_head(getattr(base, self.norm_name)(hidden_states)[:, -1:, :])

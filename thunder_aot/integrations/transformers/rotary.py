@@ -56,8 +56,13 @@ def static_rope(rotary: nn.Module, kind: str | None) -> bool:
 FINAL_NORMS = ("norm", "final_layernorm")
 
 
+def final_norm_name(base: nn.Module) -> str | None:
+    """The attribute name of ``base``'s final norm (``base``: a causal LM's ``model``), None where it
+    has none by those names."""
+    return next((n for n in FINAL_NORMS if isinstance(getattr(base, n, None), nn.Module)), None)
+
+
 def final_norm(base: nn.Module) -> nn.Module | None:
     """The final norm of ``base`` (a causal LM's ``model``), None where it has none by those names."""
-    return next(
-        (getattr(base, n) for n in FINAL_NORMS if isinstance(getattr(base, n, None), nn.Module)), None
-    )
+    name = final_norm_name(base)
+    return None if name is None else getattr(base, name)
