@@ -481,6 +481,10 @@ CANCELLATION_STEPS = 16.0
 #: eager's error and float64's move may both happen to be small, and the elements below it may be
 #: small for another reason (a small weight) with noise in proportion
 SMALLEST = 16
+#: how many elements, neighbours in size, an element's noise is averaged over in a floor
+NEIGHBOURHOOD = 32
+#: how many times that mean a floor is: a mean sits below most of the noises it averages
+NEIGHBOURHOOD_MULTIPLIER = 2.0
 #: the seed of the nudge
 PERTURBATION_SEED = 0
 
@@ -499,16 +503,19 @@ def element_bounds(
     the dtype's smallest subnormal step and float32's smallest normal number (float32 arithmetic may
     flush subnormals to zero).
 
-    The floor of an element is the largest *noise* at the elements no larger than it (and at least
-    at the :data:`SMALLEST` smallest that show cancellation, :data:`CANCELLATION_STEPS`): an
-    element's noise is :data:`ERROR_MULTIPLIER` times eager's error there, or
-    :data:`SENSITIVITY_MULTIPLIER` times how far float64 moves there when its inputs and parameters
-    are nudged by a rounding step (``perturbed``: :func:`run64_perturbed`'s outputs), whichever is
-    larger. Where an output holds cancellations (a residual add, a mean subtracted, a
-    matmul's sum), the small elements' noise is set by the larger values that cancelled, so every
-    element gets it, also one where eager happened to round exactly; where an output's noise grows
-    with its values (a norm, a softmax), an element's floor stays in proportion to it, so a sign
-    flip, a zeroed element or a swapped pair is refused however small the element.
+    The floor of an element is its own *noise*, or :data:`NEIGHBOURHOOD_MULTIPLIER` times the
+    largest mean noise of :data:`NEIGHBOURHOOD` neighbours in size among the elements no larger
+    than it (and, among the elements that show cancellation, :data:`CANCELLATION_STEPS`, at least
+    among the :data:`SMALLEST` smallest of them), whichever is larger. An element's noise is
+    :data:`ERROR_MULTIPLIER` times eager's error there, or :data:`SENSITIVITY_MULTIPLIER` times how
+    far float64 moves there when its inputs and parameters are nudged by a rounding step
+    (``perturbed``: :func:`run64_perturbed`'s outputs), whichever is larger. Where an output holds
+    cancellations (a residual add, a mean subtracted, a matmul's sum), the small elements' noise is
+    set by the larger values that cancelled, so every element gets it, also one where eager happened
+    to round exactly; where an output's noise grows with its values (a norm, a softmax), an
+    element's floor stays in proportion to it, so a sign flip, a zeroed element or a swapped pair is
+    refused however small the element. Means, not maxima, of the neighbours: the largest of
+    thousands of noises would set the floor of every larger element.
 
     ``finite``: where eager's error is measured (eager and float64 finite); elsewhere it counts as
     eager's largest. ``eager_alone``: no float64 run (``reference`` is eager itself): the floor is one
@@ -528,16 +535,35 @@ def element_bounds(
         moved = (perturbed.double() - reference).abs()
         noise = torch.maximum(noise, SENSITIVITY_MULTIPLIER * moved.where(moved.isfinite() & finite, 0.0))
     floor = noise
-    if finite.any():  # the population: where eager's error is measured
-        magnitude = reference.abs()
-        sizes, order = magnitude[finite].sort()
-        worst = noise[finite][order].cummax(0).values
-        cancelled = finite & (noise > CANCELLATION_STEPS * eps * magnitude)
-        smallest = magnitude[cancelled].sort().values[:SMALLEST]
-        at_least = smallest[-1] if smallest.numel() else 0.0
-        below = torch.searchsorted(sizes, own.clamp(min=at_least), right=True) - 1
-        floor = torch.maximum(noise, worst[below.clamp(min=0)].where(below >= 0, 0.0))
+    magnitude = reference.abs()
+    cancelled = finite & (noise > CANCELLATION_STEPS * eps * magnitude)
+    # every measured element, and those that show cancellation: where a rounding of eager or a
+    # nudge happened to cancel at an element, its neighbours in size do not all share that luck
+    for population, at_least in ((finite, 0.0), (cancelled, _smallest(magnitude[cancelled]))):
+        if population.any():
+            sizes, order = magnitude[population].sort()
+            typical = (
+                NEIGHBOURHOOD_MULTIPLIER * _neighbourhood_means(noise[population][order]).cummax(0).values
+            )
+            below = torch.searchsorted(sizes, own.clamp(min=at_least), right=True) - 1
+            floor = torch.maximum(floor, typical[below.clamp(min=0)].where(below >= 0, 0.0))
     return ROUNDING_STEPS * eps * own + tiny + floor, floor
+
+
+def _smallest(sizes: torch.Tensor) -> float:
+    """The :data:`SMALLEST`-th smallest of ``sizes`` (their largest where there are fewer; 0 for none)."""
+    return sizes.sort().values[:SMALLEST].max().item() if sizes.numel() else 0.0
+
+
+def _neighbourhood_means(noise: torch.Tensor) -> torch.Tensor:
+    """Each element's mean noise over the :data:`NEIGHBOURHOOD` elements around it (in the order
+    given: by size), so that one element's outlying noise does not set the floor of all larger ones."""
+    n = noise.numel()
+    if n <= NEIGHBOURHOOD:
+        return noise.mean().expand(n)
+    sums = torch.cat([noise.new_zeros(1), noise.cumsum(0)])
+    start = (torch.arange(n, device=noise.device) - NEIGHBOURHOOD // 2).clamp(0, n - NEIGHBOURHOOD)
+    return (sums[start + NEIGHBOURHOOD] - sums[start]) / NEIGHBOURHOOD
 
 
 def _judge_elements(
