@@ -442,18 +442,20 @@ def _wrongs(out: torch.Tensor) -> dict[str, torch.Tensor]:
     return {name: w.reshape(out.shape) for name, w in wrongs.items()}
 
 
+@pytest.mark.parametrize("seed", [2, 3])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
-def test_the_judgement_is_element_wise(dtype):
+def test_the_judgement_is_element_wise(dtype, seed):
     """Issue 44: a wrong element is refused in every kind of output (a norm, a softmax, a rotary
     embedding, an MLP, a decoder layer) in bf16, fp16 and fp32, however small the rest of the
     error; what a correct kernel does differently (a reduction summed in another order, the
-    arithmetic kept in float32 or wider and rounded once) is accepted."""
+    arithmetic kept in float32 or wider and rounded once) is accepted. Two seeds of inputs (seed 3
+    once let a zeroed element of a bf16 decoder layer through a floor taken as the largest noise)."""
     from thunder_aot.verify.judge import judge
 
     wider = torch.float64 if dtype is torch.float32 else torch.float32
     for name, module, make_inputs, permute in _cases():
         module = module.to(dtype).eval()
-        inputs = make_inputs(dtype, torch.Generator().manual_seed(2))
+        inputs = make_inputs(dtype, torch.Generator().manual_seed(seed))
         with torch.no_grad():
             expected = module(*inputs)
         reference = run64(module, inputs)
