@@ -381,10 +381,10 @@ def _nonfinite_difference(
     return None
 
 
-def _errors(values: torch.Tensor, reference: torch.Tensor) -> tuple[float, float]:
-    """(root mean square, largest) of ``values - reference``, in float64."""
-    err = (values.double() - reference).abs()
-    return (err.square().mean().sqrt().item(), err.max().item()) if err.numel() else (0.0, 0.0)
+def _rms_error(values: torch.Tensor, reference: torch.Tensor) -> float:
+    """The root mean square of ``values - reference``, in float64."""
+    err = values.double() - reference
+    return err.square().mean().sqrt().item() if err.numel() else 0.0
 
 
 def judge_output(
@@ -454,8 +454,8 @@ def judge_output(
         expected, actual, reference, reference_ours, finite, ours, eager_alone, dtype, where, perturbed
     )
     ref = reference[finite]
-    rms_eager, _ = _errors(expected[finite], ref)
-    rms_ours, _ = _errors(actual[ours], reference_ours[ours])
+    rms_eager = _rms_error(expected[finite], ref)
+    rms_ours = _rms_error(actual[ours], reference_ours[ours])
     scale_rms = ref.square().mean().sqrt().item() if ref.numel() else 0.0
     rms_bound = ERROR_MULTIPLIER * rms_eager + eps * scale_rms
     if rms_ours > rms_bound:
@@ -637,8 +637,17 @@ def check_outputs(
     outputs and, unless ``reference`` is False, its float64 twin's (which must run: tests use this)."""
     with torch.no_grad():
         expected = source(*inputs)
-        ref = run64(source, inputs) if reference else None
-    judge(expected, actual, ref, where, perturbed=run64_perturbed(source, inputs) if reference else None)
+    if not reference:
+        judge(expected, actual, None, where)
+        return
+    upcast = upcast64(source)  # one float64 copy for both float64 runs
+    judge(
+        expected,
+        actual,
+        run64(source, inputs, upcast),
+        where,
+        perturbed=run64_perturbed(source, inputs, upcast),
+    )
 
 
 def check_chosen(
@@ -649,8 +658,9 @@ def check_chosen(
     be watched (a CUDA graph's replay calls no ``topk``), the picks of the same module's plain call
     on the same inputs."""
     expected, eager = run_recording_choices(source, inputs)
+    upcast = upcast64(source)  # one float64 copy for every float64 run
     ref, ref_ours = paired_references(
-        lambda picks, fallback=True: run64_choosing(source, inputs, picks, fallback=fallback), eager, choices
+        lambda picks, fallback=True: run64_choosing(source, inputs, picks, upcast, fallback), eager, choices
     )
     judge(
         expected,
@@ -659,7 +669,7 @@ def check_chosen(
         where,
         ref_ours,
         None if same_choices(eager, choices) else run_choosing(source, inputs, choices),
-        run64_perturbed(source, inputs, choices=eager),
+        run64_perturbed(source, inputs, upcast, eager),
     )
 
 

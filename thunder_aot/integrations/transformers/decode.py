@@ -22,7 +22,7 @@ from thunder_aot.integrations.transformers.attention import as_mask, layer_windo
 from thunder_aot.integrations.transformers.cache_slots import static_mask_dtype
 from thunder_aot.integrations.transformers.export_wrappers import LAYER_CALLS, DecoderLayerStaticCacheCall
 from thunder_aot.integrations.transformers.rotary import final_norm, rotary_call, rotary_kinds, static_rope
-from thunder_aot.verify.judge import judge_output, run64, run64_perturbed
+from thunder_aot.verify.judge import judge_output, run64, run64_perturbed, upcast64
 
 __all__ = ["StaticDecoder", "judge_steps", "kv_cache_dims", "rope_width"]
 
@@ -114,7 +114,8 @@ class StaticDecoder:
             )
             if not hasattr(owner, name.rsplit(".", 1)[-1])
         ]
-        if base is not None and final_norm(base) is None:
+        norm = None if base is None else final_norm(base)
+        if base is not None and norm is None:
             missing.append("model.norm (or model.final_layernorm)")
         if missing:
             raise TypeError(
@@ -129,7 +130,7 @@ class StaticDecoder:
                 f"got {max_len!r} and {batch_size!r}"
             )
         config = model.config
-        self.model, self.base, self.norm = model, base, final_norm(base)
+        self.model, self.base, self.norm = model, base, norm
         self.max_len, self.batch_size = max_len, batch_size
         weight = next(model.parameters())
         self.device, self.dtype = weight.device, weight.dtype
@@ -400,8 +401,9 @@ def judge_steps(
     first = ids.shape[1] - 1
     logits, inputs = _SequenceLogits(model), [sequence, mask, positions]
     expected = logits(*inputs)[:, first:]
-    reference = run64(logits, inputs)[:, first:]
-    nudged = run64_perturbed(logits, inputs)
+    upcast = upcast64(logits)  # one float64 copy of the model for both float64 runs
+    reference = run64(logits, inputs, upcast)[:, first:]
+    nudged = run64_perturbed(logits, inputs, upcast)
     for k, actual in enumerate(calls):
         where = "StaticDecoder's prefill" if k == 0 else f"StaticDecoder's step {k}"
         judge_output(
