@@ -318,9 +318,33 @@ def test_a_kernels_picks_are_judged_as_picks_and_must_be_a_top_k(monkeypatch):
     monkeypatch.setattr(
         judge_module,
         "_replayed_topk",
-        lambda choices, args, kwargs, check: replay(choices, args, kwargs, False),
+        lambda choices, args, kwargs, check, near=None: replay(choices, args, kwargs, False),
     )
     assert verify(smallest, source, buckets, "Router", seed=0) >= 3
+
+
+class _TopOne(torch.nn.Module):
+    def forward(self, x):
+        return torch.topk(x, 1).values
+
+
+def test_a_pick_may_trail_the_best_by_what_eager_errs_at_that_router():
+    """Deep in a bf16 model a router's values carry every earlier layer's rounding: a replayed pick
+    5% of the row's scale below float64's best (more than PICK_TOLERANCE's 2**-5) is taken where
+    eager's own input to that top-k is 1% off (two values each off by 3x that may trade places),
+    refused where eager is 0.5% off or not known, and a pick far down the row is refused anyway."""
+    from thunder_aot.verify.judge import ChoicesDiffer
+
+    x = torch.tensor([[1.0, 0.95, 0.0, -1.0], [0.5, -0.5, 0.2, 0.1]], dtype=torch.float64)
+    second = [torch.tensor([[1], [0]])]  # row 0: 0.05 below its best
+    off_by = torch.tensor([[0.01, -0.01, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]], dtype=torch.float64)
+    got = run64(_TopOne(), [x], choices=second, near=[x + off_by])
+    assert got[0, 0].item() == 0.95
+    for near in (None, [x + off_by / 2]):
+        with pytest.raises(ChoicesDiffer, match="not the row's largest"):
+            run64(_TopOne(), [x], choices=second, near=near)
+    with pytest.raises(ChoicesDiffer, match="not the row's largest"):  # 1.95 below
+        run64(_TopOne(), [x], choices=[torch.tensor([[3], [0]])], near=[x + off_by])
 
 
 @pytest.mark.parametrize("shape", [(1, 5, 64), (3, 200), (7,), ()], ids=str)

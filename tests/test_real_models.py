@@ -18,7 +18,7 @@ from thunder_aot.ir import TorchCall
 from thunder_aot.pipeline import build_program, export
 from thunder_aot.request import ExportRequest
 from thunder_aot.verify import load_module_from_text
-from thunder_aot.verify.judge import check_outputs
+from thunder_aot.verify.judge import check_call, check_outputs
 
 #: every test here exports (traces with Thunder) or builds a wheel
 pytestmark = pytest.mark.traces
@@ -598,20 +598,22 @@ def test_gpt_oss_mask_layers_serve_its_sliding_and_full_layers():
     with torch.no_grad():
         for tokens in (1, 8, 9, 23):
             ids = torch.randint(0, 512, (1, tokens), generator=generator)
-            check_outputs(
-                _LastLogitsOf(model),
-                [ids],
-                adapter(ids, use_cache=False, logits_to_keep=1).logits,
-                f"GPT-OSS layer stack at {tokens} tokens",
+            # each judged against the float64 run that routes every token as the generated layers
+            # did: bf16 routers that flip a near tie send a token to another expert, and float64's
+            # own routing is no measure of that
+            check_call(
+                _LastLogitsOf(model), _LastLogitsOf(adapter), [ids], f"GPT-OSS layer stack at {tokens} tokens"
             )
-            check_outputs(
-                Logits(model), [ids], Logits(swapped)(ids), f"GPT-OSS with mask layers at {tokens} tokens"
-            )
+            check_call(Logits(model), Logits(swapped), [ids], f"GPT-OSS with mask layers at {tokens} tokens")
         # without its mask an eager layer sees every key: the adapter gives the generated module that
         layer, hidden = model.model.layers[1], torch.randn(1, 12, 256, generator=generator).to(torch.bfloat16)
         rotary = model.model.rotary_emb(hidden, torch.arange(12).unsqueeze(0))
-        got = swapped.model.layers[1](hidden, attention_mask=None, position_embeddings=rotary)
-        check_outputs(_UnmaskedLayer(layer, rotary), [hidden], got, "GPT-OSS layer called without a mask")
+        check_call(
+            _UnmaskedLayer(layer, rotary),
+            _UnmaskedLayer(swapped.model.layers[1], rotary),
+            [hidden],
+            "GPT-OSS layer called without a mask",
+        )
         stack = adapter.__dict__["generated"]
         stack.windows = [None] * len(stack.windows)  # every layer full: the sliding layers' answer changes
         stack._masks.clear()

@@ -224,22 +224,26 @@ def verify(
                         src = ReturningWrites(source, written)
                         src64 = None if source64 is None else ReturningWrites(source64, written)
                     # each judged against the float64 run that routes as it did (judge's docstring)
+                    seen: list[torch.Tensor] = []  # eager's inputs to each top-k making those picks
+                    expected_ours = (
+                        None
+                        if same_choices(eager_choices, choices)
+                        else run_choosing(src, inputs, choices, seen)
+                    )
                     reference, reference_ours = (
                         (None, None)
                         if source64 is None
                         else paired_references(
-                            lambda picks, fallback=True, src=src, src64=src64: reference64(
-                                src, inputs, src64, picks, fallback
+                            lambda picks, fallback=True, near=None, src=src, src64=src64: reference64(
+                                src, inputs, src64, picks, fallback, near
                             ),
                             eager_choices,
                             choices,
+                            seen,
                         )
                     )
                     if reference is None and without_float64 is not None:
                         without_float64.append(where)
-                    expected_ours = (
-                        None if same_choices(eager_choices, choices) else run_choosing(src, inputs, choices)
-                    )
                     perturbed = (
                         None if reference is None else run64_perturbed(src, inputs, src64, eager_choices)
                     )
