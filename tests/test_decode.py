@@ -274,6 +274,75 @@ def test_judge_steps_accepts_a_bf16_decode_and_refuses_a_layer_that_errs(tiny_ll
         judge_steps(decoder, ids, 16, mask)
 
 
+class _NearTiesBrokenOtherwise(torch.overrides.TorchFunctionMode):
+    """Moves each top-k's input (a router's logits) by up to ``size`` of its row's largest magnitude
+    (uniform, a seeded draw per call): a decoder whose routers break near ties otherwise than eager's."""
+
+    def __init__(self, size: float) -> None:
+        super().__init__()
+        self.size, self.generator = size, torch.Generator().manual_seed(6)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in (torch.topk, torch.Tensor.topk) and args[0].is_floating_point():
+            x = args[0]
+            scale = x.abs().amax(-1, keepdim=True)
+            moved = x + self.size * scale * (2 * torch.rand(x.shape, generator=self.generator) - 1).to(x)
+            args = (moved, *args[1:])
+        return func(*args, **(kwargs or {}))
+
+
+def test_judge_steps_routes_eager_and_float64_as_the_decoder_did():
+    """GPT-OSS in bf16 (routed experts), a left-padded batch of two: a decoder whose routers break
+    near ties otherwise than eager (their logits moved by up to 1.5% of the row) sends some tokens to other
+    experts, and judge_steps accepts it against the float64 run that routes as it did (its padding
+    tokens routed as eager's: nothing attends them); moved by 30%, its picks are no near ties and
+    it is refused."""
+    import copy
+
+    from thunder_aot.integrations.transformers import StaticDecoder, judge_steps
+    from thunder_aot.integrations.transformers.decode import decoder_choices
+
+    model = copy.deepcopy(_family_causal_lm("gpt_oss")).to(torch.bfloat16)
+    ids = torch.randint(0, model.config.vocab_size, (2, 9), generator=torch.Generator().manual_seed(3))
+    mask = torch.ones_like(ids)
+    mask[1, :3] = 0
+
+    def decoder(size: float) -> StaticDecoder:
+        made = StaticDecoder(model, None, max_len=64, batch_size=2)
+        for name in ("prefill", "step"):
+            call = getattr(made, name)
+            setattr(made, name, lambda *args, call=call: _under(_NearTiesBrokenOtherwise(size), call, *args))
+        return made
+
+    assert judge_steps(decoder(0.015), ids, 16, mask) == 17
+    # it did route some tokens otherwise than the model over the same sequence
+    from thunder_aot.verify.judge import run_recording_choices
+
+    nudged = decoder(0.015)
+    picks = [run_recording_choices(nudged.prefill, [ids, mask])[1]]
+    tokens = [nudged.next_tokens.clone()]
+    for _ in range(4):
+        picks.append(run_recording_choices(nudged.step, [tokens[-1]])[1])
+        tokens.append(nudged.next_tokens.clone())
+    sequence = torch.cat([ids, torch.stack(tokens[:-1], 1)], 1)
+    full_mask = torch.cat([mask, torch.ones_like(sequence[:, 9:])], 1)
+    positions = (full_mask.cumsum(-1) - 1).clamp(min=0)
+    _, eager = run_recording_choices(
+        lambda: model(input_ids=sequence, attention_mask=full_mask, position_ids=positions, use_cache=False),
+        [],
+    )
+    joined = decoder_choices(picks, 2)
+    real = full_mask.bool().reshape(-1)
+    assert sum(int((e[real] != c[real]).any(-1).sum()) for e, c in zip(eager, joined)) > 0
+    with pytest.raises(ExportError, match="StaticDecoder's (prefill|step)"):
+        judge_steps(decoder(0.3), ids, 16, mask)
+
+
+def _under(mode, call, *args):
+    with mode:
+        return call(*args)
+
+
 def test_static_decoder_refuses_bad_calls_in_one_line(tiny_llama):
     from thunder_aot.integrations.transformers import StaticDecoder
 

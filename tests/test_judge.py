@@ -95,6 +95,26 @@ def test_non_finite_values_where_eager_overflowed_pass_where_float64_agrees_with
     judge_output(expected, actual, reference, "eager and the generated module both off float64")
 
 
+def test_where_eager_overflowed_to_nan_and_float64_is_finite_eager_is_no_measure():
+    """Rows each holding 1e20 and -1e20 (verification's "±1e20" call at 5 rows of 256): F.layer_norm's
+    float32 variance overflows and eager is NaN everywhere while float64 is finite. A kernel that
+    gives 0 there (its rsqrt of an infinite variance) passes, as NaN would: eager is no measure, and
+    the elements nowhere else are judged less for it (one wrong where eager is finite is refused)."""
+    from thunder_aot.verify import _in_every_row_and_column
+
+    x = torch.randn(6, 256, generator=torch.Generator().manual_seed(0))
+    x[:5] = _in_every_row_and_column(x[:5], (1e20, -1e20))
+    norm = torch.nn.LayerNorm(256, elementwise_affine=False)
+    expected, reference = norm(x), reference64(norm, [x])
+    assert expected[:5].isnan().all() and reference.isfinite().all() and expected[5].isfinite().all()
+    kernel = expected.clone()
+    kernel[:5] = 0.0
+    judge_output(expected, kernel, reference, "eager NaN, the kernel 0")
+    kernel[5, 3] = -kernel[5, 3]
+    with pytest.raises(ExportError, match=r"error against float64 at \[5, 3\]"):
+        judge_output(expected, kernel, reference, "a sign flipped where eager is finite")
+
+
 def test_float8_outputs_are_judged_in_float32():
     x = torch.randn(8, 64, generator=torch.Generator().manual_seed(4)) * 100
     x[0, 0] = float("nan")

@@ -28,8 +28,9 @@ from thunder_aot.runtime import CHOICES
 #: how many times eager's own error (against float64) the generated module may err
 ERROR_MULTIPLIER = 3.0
 #: how many rounding steps of the outputs' scale the generated module may err in root mean square,
-#: beyond eager's error and float64's move under a nudge: half of :data:`ROUNDING_STEPS`, as most
-#: elements of a correct kernel err less than their bound
+#: beyond :data:`ERROR_MULTIPLIER` times eager's: half of :data:`ROUNDING_STEPS`, as most elements of
+#: a correct kernel err less than their bound (approximate exp, rsqrt and division of a few float32
+#: steps each, in a float32 output of a few elements: a router's two weights)
 RMS_ROUNDING_STEPS = 2.0
 
 
@@ -488,32 +489,25 @@ def judge_output(
     if eager_alone:
         # eager stands for the reference: the generated module may err one rounding step from it
         reference = reference_ours = expected.double()
-    finite = torch.isfinite(reference) & torch.isfinite(reference_ours)
-    # eager's error where eager is finite; the generated module's where it is finite (which, where
-    # eager is not, float64 is too: _nonfinite_difference)
+    # eager's error where eager and float64 are finite; the generated module's where it is finite
+    # too: where eager is not but float64 is, eager overflowed and is no measure, as in
+    # _nonfinite_difference (a row of a float32 layer norm holding 1e20 and nothing else: eager
+    # NaN, a kernel 0, float64 a finite value; its NaN would pass, so its 0 passes too)
+    finite = torch.isfinite(reference) & torch.isfinite(reference_ours) & torch.isfinite(expected)
     ours = finite & torch.isfinite(actual)
-    finite &= torch.isfinite(expected)
     _judge_elements(
         expected, actual, reference, reference_ours, finite, ours, eager_alone, dtype, where, perturbed
     )
     ref = reference[finite]
     rms_eager = _rms_error(expected[finite], ref)
     rms_ours = _rms_error(actual[ours], reference_ours[ours])
-    moved = finite & perturbed.isfinite() if perturbed is not None else None
-    rms_moved = _rms_error(perturbed[moved], reference[moved]) if moved is not None else 0.0
     scale_rms = ref.square().mean().sqrt().item() if ref.numel() else 0.0
-    rms_bound = (
-        ERROR_MULTIPLIER * rms_eager
-        + SENSITIVITY_MULTIPLIER * rms_moved
-        + RMS_ROUNDING_STEPS * eps * scale_rms
-    )
+    rms_bound = ERROR_MULTIPLIER * rms_eager + RMS_ROUNDING_STEPS * eps * scale_rms
     if rms_ours > rms_bound:
         raise ExportError(
             f"{where}: generated module's error against float64 is {rms_ours:.3g} (root mean square), "
-            f"eager's {rms_eager:.3g}, float64's move under a nudge of the inputs {rms_moved:.3g}; "
-            f"accepted up to {rms_bound:.3g} ({ERROR_MULTIPLIER:g}x eager's plus "
-            f"{SENSITIVITY_MULTIPLIER:g}x the move plus {RMS_ROUNDING_STEPS:g} {actual.dtype} rounding "
-            "steps of the outputs' scale)"
+            f"eager's {rms_eager:.3g}; accepted up to {rms_bound:.3g} ({ERROR_MULTIPLIER:g}x eager's "
+            f"plus {RMS_ROUNDING_STEPS:g} {actual.dtype} rounding steps of the outputs' scale)"
         )
 
 

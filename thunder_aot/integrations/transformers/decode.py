@@ -22,7 +22,16 @@ from thunder_aot.integrations.transformers.attention import as_mask, layer_windo
 from thunder_aot.integrations.transformers.cache_slots import static_mask_dtype
 from thunder_aot.integrations.transformers.export_wrappers import LAYER_CALLS, DecoderLayerStaticCacheCall
 from thunder_aot.integrations.transformers.rotary import final_norm, rotary_call, rotary_kinds, static_rope
-from thunder_aot.verify.judge import judge_output, run64, run64_perturbed, upcast64
+from thunder_aot.verify.judge import (
+    judge_output,
+    paired_references,
+    run64_choosing,
+    run64_perturbed,
+    run_choosing,
+    run_recording_choices,
+    same_choices,
+    upcast64,
+)
 
 __all__ = ["StaticDecoder", "judge_steps", "kv_cache_dims", "rope_width"]
 
@@ -384,33 +393,95 @@ def judge_steps(
     in float64 over the same tokens, each may err a small multiple of what the model in its own
     dtype errs, plus one rounding step. The tokens are the decoder's own greedy picks, and both runs
     of the model read them (one forward over the whole sequence each), so a near tie that the
-    decoder breaks otherwise than eager does not end the comparison. Raises ExportError naming the
-    first call that errs more; returns how many calls were judged (``steps + 1``)."""
-    model = decoder.model
+    decoder breaks otherwise than eager does not end the comparison. Where the model routes tokens
+    to experts (top-k selections), eager and float64 route each token as the decoder did
+    (:func:`decoder_choices`; :func:`thunder_aot.verify.judge.check_chosen` says why). Raises
+    ExportError naming the first call that errs more; returns how many calls were judged
+    (``steps + 1``)."""
     if attention_mask is None:
         attention_mask = torch.ones_like(ids)
-    calls, tokens = [], [decoder.prefill(ids, attention_mask)]
-    calls.append(decoder.logits.clone())
-    for _ in range(steps):
-        tokens.append(decoder.step(tokens[-1]))
+    calls, tokens, picks = [], [], []
+    for k in range(steps + 1):
+        call = (decoder.prefill, [ids, attention_mask]) if k == 0 else (decoder.step, [tokens[-1]])
+        token, made = run_recording_choices(*call)
+        tokens.append(token)
+        picks.append(made)
         calls.append(decoder.logits.clone())
+    if decoder.cuda_graph and picks[0]:  # a replay calls no top-k: the same steps run plainly
+        picks = _plain_run_choices(decoder, ids, attention_mask, tokens[:-1])
     sequence = torch.cat([ids.to(decoder.device), torch.stack(tokens[:-1], 1)], 1)
     mask = torch.cat([attention_mask.to(decoder.device), torch.ones_like(sequence[:, ids.shape[1] :])], 1)
     positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
 
     first = ids.shape[1] - 1
-    logits, inputs = _SequenceLogits(model), [sequence, mask, positions]
-    expected = logits(*inputs)[:, first:]
-    upcast = upcast64(logits)  # one float64 copy of the model for both float64 runs
-    reference = run64(logits, inputs, upcast)[:, first:]
-    nudged = run64_perturbed(logits, inputs, upcast)
+    logits, inputs = _SequenceLogits(decoder.model), [sequence, mask, positions]
+    expected, eager = run_recording_choices(logits, inputs)
+    choices = (decoder_choices(picks, ids.shape[0]) if picks[0] else []) or eager
+    # a padding token's picks are no measure (nothing attends it; the decoder lets it attend
+    # itself alone, the model its own way): there eager and float64 route as eager did
+    choices = [_padding_routed_as(e, c, mask.cpu() == 0) for e, c in zip(eager, choices)] + choices[
+        len(eager) :
+    ]
+    upcast = upcast64(logits)  # one float64 copy of the model for every float64 run
+    seen: list[torch.Tensor] = []  # eager's inputs to each top-k, routing as the decoder did
+    ours = None if same_choices(eager, choices) else run_choosing(logits, inputs, choices, seen)
+    reference, reference_ours = paired_references(
+        lambda made, fallback=True, near=None: run64_choosing(logits, inputs, made, upcast, fallback, near),
+        eager,
+        choices,
+        seen,
+    )
+    nudged = run64_perturbed(logits, inputs, upcast, eager)
     for k, actual in enumerate(calls):
         where = "StaticDecoder's prefill" if k == 0 else f"StaticDecoder's step {k}"
         judge_output(
-            expected[:, k],
+            expected[:, first + k],
             actual,
-            reference[:, k],
+            reference[:, first + k],
             f"{where} (logits)",
-            perturbed=None if nudged is None else nudged[:, first + k],
+            None if reference_ours is None else reference_ours[:, first + k],
+            None if ours is None else ours[:, first + k],
+            None if nudged is None else nudged[:, first + k],
         )
     return len(calls)
+
+
+def _plain_run_choices(
+    decoder: StaticDecoder, ids: torch.Tensor, attention_mask: torch.Tensor, tokens: list[torch.Tensor]
+) -> list[list[torch.Tensor]]:
+    """The top-k picks of each call of ``decoder``'s prefill of ``ids`` and its steps over ``tokens``,
+    run without its captured graph (the same kernels: the picks its replays made)."""
+    graphed, decoder.cuda_graph = decoder.cuda_graph, False
+    try:
+        picks = [run_recording_choices(decoder.prefill, [ids, attention_mask])[1]]
+        picks += [run_recording_choices(decoder.step, [token])[1] for token in tokens]
+    finally:
+        decoder.cuda_graph = graphed
+    return picks
+
+
+def _padding_routed_as(eager: torch.Tensor, picks: torch.Tensor, padding: torch.Tensor) -> torch.Tensor:
+    """``picks`` (one selection's, over a whole sequence) with ``eager``'s at the padding tokens
+    (``padding``: ``[batch, tokens]``, True there); ``picks`` as they are where the shapes disagree."""
+    if eager.shape != picks.shape or picks.numel() != padding.numel() * picks.shape[-1]:
+        return picks
+    return torch.where(padding.reshape(*picks.shape[:-1], 1), eager, picks)
+
+
+def decoder_choices(picks: list[list[torch.Tensor]], batch: int) -> list[torch.Tensor]:
+    """The top-k picks of one forward over a whole decoded sequence, from a decoder's calls' own
+    (``picks``: per call, the prefill's then each step's, its top-k selections' in order: one per
+    MoE layer): each selection's picks joined along the sequence, per sequence of the ``batch``.
+    A selection's picks are ``[batch * tokens, k]`` (transformers' routers flatten the tokens of a
+    batch) or ``[batch, tokens, k]``; [] where the calls made different numbers of selections
+    (the float64 run then routes as eager does)."""
+    if any(len(made) != len(picks[0]) for made in picks):
+        return []
+    joined = []
+    for selection in zip(*picks):
+        k = selection[0].shape[-1]
+        if any(p.dim() not in (2, 3) or p.numel() % (batch * k) for p in selection):
+            return []
+        sequence = torch.cat([p.reshape(batch, -1, k) for p in selection], 1)
+        joined.append(sequence.reshape(-1, k) if selection[0].dim() == 2 else sequence)
+    return joined
