@@ -703,18 +703,39 @@ def check_chosen(
     be watched (a CUDA graph's replay calls no ``topk``), the picks of the same module's plain call
     on the same inputs."""
     expected, eager = run_recording_choices(source, inputs)
-    upcast = upcast64(source)  # one float64 copy for every float64 run
-    seen: list[torch.Tensor] = []  # eager's inputs to each top-k, making the generated module's picks
-    expected_ours = None if same_choices(eager, choices) else run_choosing(source, inputs, choices, seen)
-    ref, ref_ours = paired_references(
+    judge(expected, actual, where=where, **references_making(source, inputs, eager, choices))
+
+
+def references_making(
+    source: torch.nn.Module,
+    inputs: list[torch.Tensor],
+    eager_choices: list[torch.Tensor],
+    choices: list[torch.Tensor],
+    upcast: torch.nn.Module | None = None,
+) -> dict:
+    """What a call's outputs are judged against where eager picked ``eager_choices`` and the call
+    ``choices`` (:func:`judge`'s keyword arguments): float64 making eager's picks (``reference``),
+    float64 and eager making the call's where they differ (``reference_ours``, ``expected_ours``:
+    its picks must be a top-k of float64's input within eager's error at each top-k,
+    :func:`_replayed_topk`), and float64 nudged (``perturbed``). ``upcast``: :func:`upcast64` of
+    ``source``, made here where not given (one float64 copy for every float64 run)."""
+    upcast = upcast if upcast is not None else upcast64(source)
+    seen: list[torch.Tensor] = []  # eager's inputs to each top-k, making the call's picks
+    expected_ours = (
+        None if same_choices(eager_choices, choices) else run_choosing(source, inputs, choices, seen)
+    )
+    reference, reference_ours = paired_references(
         lambda picks, fallback=True, near=None: run64_choosing(source, inputs, picks, upcast, fallback, near),
-        eager,
+        eager_choices,
         choices,
         seen,
     )
-    judge(
-        expected, actual, ref, where, ref_ours, expected_ours, run64_perturbed(source, inputs, upcast, eager)
-    )
+    return {
+        "reference": reference,
+        "reference_ours": reference_ours,
+        "expected_ours": expected_ours,
+        "perturbed": run64_perturbed(source, inputs, upcast, eager_choices),
+    }
 
 
 def check_call(

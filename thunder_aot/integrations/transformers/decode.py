@@ -22,16 +22,7 @@ from thunder_aot.integrations.transformers.attention import as_mask, layer_windo
 from thunder_aot.integrations.transformers.cache_slots import static_mask_dtype
 from thunder_aot.integrations.transformers.export_wrappers import LAYER_CALLS, DecoderLayerStaticCacheCall
 from thunder_aot.integrations.transformers.rotary import final_norm, rotary_call, rotary_kinds, static_rope
-from thunder_aot.verify.judge import (
-    judge_output,
-    paired_references,
-    run64_choosing,
-    run64_perturbed,
-    run_choosing,
-    run_recording_choices,
-    same_choices,
-    upcast64,
-)
+from thunder_aot.verify.judge import judge_output, references_making, run_recording_choices
 
 __all__ = ["StaticDecoder", "judge_steps", "kv_cache_dims", "rope_width"]
 
@@ -422,26 +413,21 @@ def judge_steps(
     choices = [_padding_routed_as(e, c, mask.cpu() == 0) for e, c in zip(eager, choices)] + choices[
         len(eager) :
     ]
-    upcast = upcast64(logits)  # one float64 copy of the model for every float64 run
-    seen: list[torch.Tensor] = []  # eager's inputs to each top-k, routing as the decoder did
-    ours = None if same_choices(eager, choices) else run_choosing(logits, inputs, choices, seen)
-    reference, reference_ours = paired_references(
-        lambda made, fallback=True, near=None: run64_choosing(logits, inputs, made, upcast, fallback, near),
-        eager,
-        choices,
-        seen,
-    )
-    nudged = run64_perturbed(logits, inputs, upcast, eager)
+    against = references_making(logits, inputs, eager, choices)
+
+    def at(name: str, k: int) -> torch.Tensor | None:
+        return None if against[name] is None else against[name][:, first + k]
+
     for k, actual in enumerate(calls):
         where = "StaticDecoder's prefill" if k == 0 else f"StaticDecoder's step {k}"
         judge_output(
             expected[:, first + k],
             actual,
-            reference[:, first + k],
+            at("reference", k),
             f"{where} (logits)",
-            None if reference_ours is None else reference_ours[:, first + k],
-            None if ours is None else ours[:, first + k],
-            None if nudged is None else nudged[:, first + k],
+            at("reference_ours", k),
+            at("expected_ours", k),
+            at("perturbed", k),
         )
     return len(calls)
 
