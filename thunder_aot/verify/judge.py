@@ -530,6 +530,15 @@ SMALLEST = 16
 NEIGHBOURHOOD = 32
 #: how many times that mean a floor is: a mean sits below most of the noises it averages
 NEIGHBOURHOOD_MULTIPLIER = 2.0
+#: how many times that mean a floor is among the elements that show cancellation, in a float32 or
+#: float64 output: there the noise is the rounding of the values that cancelled (a row's mean in a
+#: norm, where an element is near it), which eager's error and the nudge each sample once per
+#: element, and a kernel computes in the outputs' own precision as eager does, so it errs as much
+#: as eager may (in a row whose float32 mean eager happens to round exactly, a kernel's is a step
+#: off). A bf16 or fp16 output's kernel computes in float32, more precisely than eager's own
+#: roundings: there :data:`NEIGHBOURHOOD_MULTIPLIER` holds, and more would accept a zeroed element
+#: of a decoder layer
+CANCELLATION_MULTIPLIER = 4.0
 #: the seed of the nudge
 PERTURBATION_SEED = 0
 
@@ -551,7 +560,8 @@ def element_bounds(
     The floor of an element is its own *noise*, or :data:`NEIGHBOURHOOD_MULTIPLIER` times the
     largest mean noise of :data:`NEIGHBOURHOOD` neighbours in size among the elements no larger
     than it (and, among the elements that show cancellation, :data:`CANCELLATION_STEPS`, at least
-    among the :data:`SMALLEST` smallest of them), whichever is larger. An element's noise is
+    among the :data:`SMALLEST` smallest of them, :data:`CANCELLATION_MULTIPLIER` times in a float32
+    or float64 output), whichever is larger. An element's noise is
     :data:`ERROR_MULTIPLIER` times eager's error there, or :data:`SENSITIVITY_MULTIPLIER` times how
     far float64 moves there when its inputs and parameters are nudged by a rounding step
     (``perturbed``: :func:`run64_perturbed`'s outputs), whichever is larger. Where an output holds
@@ -584,12 +594,18 @@ def element_bounds(
     cancelled = finite & (noise > CANCELLATION_STEPS * eps * magnitude)
     # every measured element, and those that show cancellation: where a rounding of eager or a
     # nudge happened to cancel at an element, its neighbours in size do not all share that luck
-    for population, at_least in ((finite, 0.0), (cancelled, _smallest(magnitude[cancelled]))):
+    pools = (
+        (finite, 0.0, NEIGHBOURHOOD_MULTIPLIER),
+        (
+            cancelled,
+            _smallest(magnitude[cancelled]),
+            CANCELLATION_MULTIPLIER if eps <= torch.finfo(torch.float32).eps else NEIGHBOURHOOD_MULTIPLIER,
+        ),
+    )
+    for population, at_least, multiplier in pools:
         if population.any():
             sizes, order = magnitude[population].sort()
-            typical = (
-                NEIGHBOURHOOD_MULTIPLIER * _neighbourhood_means(noise[population][order]).cummax(0).values
-            )
+            typical = multiplier * _neighbourhood_means(noise[population][order]).cummax(0).values
             below = torch.searchsorted(sizes, own.clamp(min=at_least), right=True) - 1
             floor = torch.maximum(floor, typical[below.clamp(min=0)].where(below >= 0, 0.0))
     return ROUNDING_STEPS * eps * own + tiny + floor, floor
