@@ -343,6 +343,34 @@ def _under(mode, call, *args):
         return call(*args)
 
 
+def test_gpt_oss_generated_static_layer_decodes_judged_against_float64():
+    """GPT-OSS's layer (sinks, routed experts through torch's grouped matmul, bf16) exported over a
+    static cache by the torch backend at batch 1 serves its sliding and full layers alike (the mask
+    is an input): StaticDecoder's prefill and 16 steps are judged against the model in float64,
+    routed as the decoder routed (judge_steps)."""
+    from thunder_aot import export as thunder_aot_export
+    from thunder_aot.examples.hf import gpt_oss_small_causal_lm, static_cache_shapes
+    from thunder_aot.integrations.transformers import DecoderLayerStaticCacheCall, StaticDecoder, judge_steps
+    from thunder_aot.integrations.transformers.decode import kv_cache_dims, rope_width
+
+    model = gpt_oss_small_causal_lm().eval()
+    assert model.dtype == torch.bfloat16 and model.config.layer_types[:2] == [
+        "sliding_attention",
+        "full_attention",
+    ]
+    kv_heads, head_dim = kv_cache_dims(model.config)
+    shapes = static_cache_shapes(
+        model.config.hidden_size, kv_heads, head_dim, "bf16", batch=1, prefill=16, rope_dim=rope_width(model)
+    )
+    text = thunder_aot_export(DecoderLayerStaticCacheCall(model.model.layers[0]), shapes, backend="torch")
+    assert "torch._grouped_mm(" in text
+    layer_class = load_module_from_text(text, "static_gpt_oss").DecoderLayerStaticCacheCall
+    ids = torch.randint(0, model.config.vocab_size, (1, 11), generator=torch.Generator().manual_seed(8))
+    decoder = StaticDecoder(model, layer_class, max_len=64)
+    assert judge_steps(decoder, ids, 16) == 17
+    assert all(type(layer).__name__ == "DecoderLayerStaticCacheCall" for layer in decoder.layers)
+
+
 def test_static_decoder_refuses_bad_calls_in_one_line(tiny_llama):
     from thunder_aot.integrations.transformers import StaticDecoder
 

@@ -418,6 +418,19 @@ def test_a_float_constant_that_moves_with_a_dynamic_size_is_that_size_as_a_float
             _unify([Const(v) for v in values], envs, "p")
 
 
+def test_a_size_two_moving_dims_both_explain_is_read_as_the_one_nearest_a_dim():
+    """Between two traces B goes 2 -> 1 and L 255 -> 159: attention sinks' L + 1 columns (256, 160)
+    also read as 96 * B + 64 (any size does, B moving by one). The one nearest a dim itself is
+    taken (trace_bucket checks it against its other traces); a size only B explains stays B's."""
+    from thunder_aot.frontend.generalize import _unify_int
+    from thunder_aot.ir import SymDim
+
+    envs = [{"B": 2, "L": 255}, {"B": 1, "L": 159}]
+    assert _unify_int([256, 160], envs, "p") == SymDim("L", 1, 1)
+    assert _unify_int([255, 159], envs, "p") == SymDim("L")
+    assert _unify_int([6, 3], envs, "p") == SymDim("B", 3)
+
+
 def test_a_branch_on_the_input_dtype_takes_the_branch_torch_takes():
     """``x.dtype == torch.float32`` is true while Thunder traces an fp32 input (Thunder's own dtypes
     compare unequal to torch's): each bucket's module computes what the source does."""
