@@ -52,11 +52,10 @@ def _unify_int(values: list[int], envs: list[dict[str, int]], path: str) -> int 
         if coeff >= 1 and all(v == coeff * s + offset for v, s in zip(values, sizes)):
             matches.append(SymDim(name, coeff, offset))
     if len(matches) > 1:
-        # sizes moving together (S and 2*S): the one without an offset, else the one nearest to
-        # a dim itself (with B going 2 -> 1 and L 255 -> 159, attention sinks' L + 1 columns also
-        # read as 96 * B + 64): trace_bucket checks the choice against its other traces, and one
-        # that does not hold there splits the bucket, as any difference does
-        matches = [m for m in matches if not m.offset] or matches
+        # sizes moving together: the one nearest to a dim itself, the smallest offset, then slope
+        # (with B going 2 -> 1 and L 255 -> 159, attention sinks' L + 1 columns also read as
+        # 96 * B + 64): trace_bucket checks the choice against its other traces, and one that does
+        # not hold there splits the bucket, as any difference does
         nearest = min((abs(m.offset), m.coeff) for m in matches)
         matches = [m for m in matches if (abs(m.offset), m.coeff) == nearest]
     if len(matches) != 1:

@@ -572,10 +572,11 @@ def element_bounds(
     refused however small the element. Means, not maxima, of the neighbours: the largest of
     thousands of noises would set the floor of every larger element.
 
-    ``finite``: where eager's error is measured (eager and float64 finite); elsewhere it counts as
-    eager's largest. ``eager_alone``: no float64 run (``reference`` is eager itself): the floor is one
-    rounding step of the outputs' scale, as eager's own error cannot show cancellation; ``dtype``:
-    the outputs' (a float8 output is judged in float32). Returns the bounds and the floors."""
+    ``finite``: where eager's error is measured and the bounds are read (eager and float64
+    finite: elsewhere eager is no measure, :func:`judge_output`). ``eager_alone``: no float64 run
+    (``reference`` is eager itself): the floor is one rounding step of the outputs' scale, as
+    eager's own error cannot show cancellation; ``dtype``: the outputs' (a float8 output is judged
+    in float32). Returns the bounds and the floors."""
     info = torch.finfo(dtype)
     eps, tiny = info.eps, info.smallest_normal * info.eps + torch.finfo(torch.float32).smallest_normal
     own = reference_ours.abs().nan_to_num(0.0, 0.0, 0.0)
@@ -583,9 +584,7 @@ def element_bounds(
         magnitude = expected.double().abs().where(finite, 0.0)
         floor = torch.full_like(own, eps * (magnitude.max().item() if magnitude.numel() else 0.0))
         return ROUNDING_STEPS * eps * own + tiny + floor, floor
-    eager_error = (expected.double() - reference).abs().where(finite, 0.0)
-    largest = eager_error.max().item() if eager_error.numel() else 0.0
-    noise = ERROR_MULTIPLIER * eager_error.where(finite, largest)
+    noise = ERROR_MULTIPLIER * (expected.double() - reference).abs().where(finite, 0.0)
     if perturbed is not None and perturbed.shape == reference.shape:
         moved = (perturbed.double() - reference).abs()
         noise = torch.maximum(noise, SENSITIVITY_MULTIPLIER * moved.where(moved.isfinite() & finite, 0.0))

@@ -408,11 +408,10 @@ def judge_steps(
     logits, inputs = _SequenceLogits(decoder.model), [sequence, mask, positions]
     expected, eager = run_recording_choices(logits, inputs)
     choices = (decoder_choices(picks, ids.shape[0]) if picks[0] else []) or eager
-    # a padding token's picks are no measure (nothing attends it; the decoder lets it attend
-    # itself alone, the model its own way): there eager and float64 route as eager did
-    choices = [_padding_routed_as(e, c, mask.cpu() == 0) for e, c in zip(eager, choices)] + choices[
-        len(eager) :
-    ]
+    if len(choices) == len(eager):
+        # a padding token's picks are no measure (nothing attends it; the decoder lets it attend
+        # itself alone, the model its own way): there eager and float64 route as eager did
+        choices = [_padding_routed_as(e, c, mask.cpu() == 0) for e, c in zip(eager, choices)]
     against = references_making(logits, inputs, eager, choices)
 
     def at(name: str, k: int) -> torch.Tensor | None:
